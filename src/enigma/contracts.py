@@ -1,0 +1,85 @@
+"""Types that several stages share: turns, agents, estimators.
+
+These are the seams of the pipeline (see ARCHITECTURE in the README): the store produces
+turns, agents answer histories of turns, and every estimator scores a held-out agent from
+the other agents' experience. Keep this module free of heavy imports.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Literal, Protocol, Sequence, runtime_checkable
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pyarrow as pa
+
+    from enigma.store.experience import ExperienceStore
+
+Role = Literal["user", "agent"]
+ROLES: tuple[str, ...] = ("user", "agent")
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One utterance. ``user`` is the human (or simulated customer) side, ``agent`` the
+    system under evaluation."""
+
+    role: Role
+    text: str
+
+    def __post_init__(self) -> None:
+        if self.role not in ROLES:
+            raise ValueError(f"unknown role {self.role!r}; expected one of {ROLES}")
+
+
+History = Sequence[Turn]
+
+
+@runtime_checkable
+class Agent(Protocol):
+    """Anything that can speak as the agent: given the history so far (oldest first, the
+    last turn usually the user's), return ``n`` candidate replies. The same seed must give
+    the same replies."""
+
+    def respond(self, history: History, n: int = 1, seed: int | None = None) -> list[str]: ...
+
+
+class Regime(str, enum.Enum):
+    """What an estimator may know about the held-out agent (shown beside its numbers)."""
+
+    NONE = "none"  # nothing: e.g. the experience mean
+    REPLIES_AT_LOGGED_STATES = "replies-at-logged-states"  # (a) a'_t ~ pi(s_t) on logged states
+    OWN_ROLLOUTS = "own-rollouts"  # (b) dialogues with a simulated/learned user, or self-play
+    OWN_UNRATED_DIALOGUES = "own-unrated-dialogues"  # (c) its own human dialogues, ratings hidden
+
+
+@dataclass
+class HeldOutAgent:
+    """What the protocol hands an estimator about the agent being scored. Fields that the
+    estimator's regime does not allow are left ``None`` by the leave-one-agent-out runner."""
+
+    agent_id: str
+    # (a) replies at logged states: columns dialog_id, turn_index, sample_index, text
+    target_actions: "pa.Table | None" = None
+    # (b) the agent's own rollouts (self-play or with a simulated user), canonical form, unrated
+    rollouts: "ExperienceStore | None" = None
+    # (c) the agent's own human dialogues with the ratings removed
+    unrated_dialogues: "ExperienceStore | None" = None
+    # a runnable agent, when there is one (e.g. for a learned-user rollout)
+    agent: Agent | None = None
+    labels: dict[str, str] = field(default_factory=dict)  # e.g. {"approximation": "..."}
+
+
+@runtime_checkable
+class Estimator(Protocol):
+    """Scores a held-out agent from the other agents' rated experience.
+
+    ``experience`` never contains the held-out agent's rated dialogues. The result maps every
+    rating name of the experience to one estimated value (on the normalised [0, 1] scale).
+    """
+
+    name: str
+    regimes: frozenset[Regime]
+
+    def estimate(self, experience: "ExperienceStore", target: HeldOutAgent) -> dict[str, float]: ...
