@@ -1,0 +1,50 @@
+"""Typed settings of the comparators (the ``comparators`` section of params.yaml)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from enigma.params import DEFAULT_PARAMS, section
+
+
+class SpeConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    ridge_alpha: float = Field(10.0, gt=0)
+    # the paper-style head: a logistic output on the frozen features, trained by squared error
+    head_epochs: int = Field(300, ge=1)
+    head_lr: float = Field(0.01, gt=0)
+    head_weight_decay: float = Field(1e-3, ge=0)
+    seed: int = 0
+
+
+class OverlapConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    # MiniLM-L6 has 6 layers; BERTScore reads the hidden states of this one
+    bertscore_layer: int = Field(6, ge=1)
+    bertscore_batch_size: int = Field(64, ge=1)
+
+
+class PerplexityConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    # replies scored per agent (a fixed-seed subsample): SmolLM2 on 2 CPU cores manages a few
+    # hundred short replies in seconds, not tens of thousands
+    max_replies: int = Field(200, ge=1)
+    context_turns: int = Field(2, ge=0)
+    max_context_tokens: int = Field(192, ge=8)
+    seed: int = 0
+
+
+class ComparatorsConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    embedding_model: str = "minilm"  # a name or directory for enigma.encoders.weights
+    cache_dir: str | None = None  # EmbeddingCache's directory (None: its default)
+    ridge_alpha: float = Field(1.0, gt=0)
+    spe: SpeConfig = SpeConfig()
+    overlap: OverlapConfig = OverlapConfig()
+    perplexity: PerplexityConfig = PerplexityConfig()
+
+
+def load_config(path: str | Path = DEFAULT_PARAMS) -> ComparatorsConfig:
+    return section(ComparatorsConfig, "comparators", path)
