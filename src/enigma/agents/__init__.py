@@ -1,0 +1,82 @@
+"""Target agents: one interface (``enigma.contracts.Agent``), named by spec strings.
+
+``load_agent(spec)`` builds any of the kinds listed in ``enigma.agents.spec``;
+``fingerprint(spec, agent)`` identifies it for the sampling cache. Heavy libraries
+(transformers, httpx, the text encoder) load only for the kinds that need them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from enigma.agents.config import AgentSettings
+from enigma.agents.errors import AgentCallError, AgentSpecError
+from enigma.agents.fingerprint import agent_fingerprint, digest, state_hash
+from enigma.agents.spec import KINDS, AgentSpec, parse_spec
+from enigma.contracts import Agent
+
+__all__ = [
+    "AgentCallError",
+    "AgentSettings",
+    "AgentSpec",
+    "AgentSpecError",
+    "KINDS",
+    "fingerprint",
+    "load_agent",
+    "parse_spec",
+    "state_hash",
+]
+
+# Labels shown wherever a kind's results appear (reports, MLflow tags, sampling output).
+APPROXIMATION_LABEL = {
+    "transcripts": "approximation: retrieval stand-in built from the agent's own transcripts",
+    "transcripts-onsupport": "approximation: retrieval stand-in snapped to the nearest logged reply",
+}
+
+
+def load_agent(spec: str, settings: AgentSettings | None = None) -> Agent:
+    """Build the agent a spec names. Raises ``AgentSpecError`` (a ``ValueError``) with the
+    spec and the missing piece when it cannot."""
+    s = parse_spec(spec)
+    settings = settings or AgentSettings()
+    if s.kind == "python":
+        from enigma.agents.python_agent import load_python_agent
+
+        return load_python_agent(s)
+    if s.kind == "table":
+        from enigma.agents.table import TableAgent
+
+        return TableAgent(s.target)
+    if s.kind == "hf":
+        from enigma.agents.hf import HFAgent
+
+        return HFAgent(s.target, settings.hf)
+    if s.kind == "openai":
+        from enigma.agents.openai_client import OpenAIAgent
+
+        return OpenAIAgent(s.target, s.model or "", settings.openai)
+    if s.kind == "transcripts":
+        from enigma.agents.transcripts import TranscriptAgent
+
+        return TranscriptAgent(s.target, settings.transcripts, agent_id=s.options.get("agent"))
+    if s.kind == "transcripts-onsupport":
+        from enigma.agents.transcripts import OnSupportTranscriptAgent
+
+        return OnSupportTranscriptAgent(
+            s.target, s.options["store"], settings.transcripts, agent_id=s.options.get("agent")
+        )
+    raise AgentSpecError(f"agent spec {spec!r}: kind {s.kind!r} has no loader")  # pragma: no cover
+
+
+def fingerprint(spec: str, agent: Any) -> str:
+    """A 16-hex digest that changes when the agent's spec, files or settings change."""
+    s = parse_spec(spec)
+    if s.kind == "python":
+        from enigma.agents.python_agent import python_fingerprint_parts
+
+        return digest({"spec": s.raw, "python": python_fingerprint_parts(s, agent)})
+    return agent_fingerprint(s.raw, agent)
+
+
+def approximation_label(spec: str) -> str | None:
+    return APPROXIMATION_LABEL.get(parse_spec(spec).kind)

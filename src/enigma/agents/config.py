@@ -1,0 +1,55 @@
+"""Typed settings for the agent kinds; they live under ``sample.agents`` in params.yaml."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class HFSettings(_Strict):
+    max_new_tokens: int = Field(40, ge=1)
+    do_sample: bool = True
+    temperature: float = Field(0.7, gt=0)
+    top_p: float = Field(0.9, gt=0, le=1)
+    # Keeps the prompt inside the model's window: only the last turns are shown.
+    max_history_turns: int = Field(8, ge=0)
+    system_prompt: str | None = None
+    # Used only when the tokenizer ships no chat template of its own.
+    chat_template: str | None = None
+    # Where GGUF checkpoints are converted once to a plain model directory (fast later loads).
+    convert_cache_dir: str = "cache/hf-converted"
+
+
+class OpenAISettings(_Strict):
+    # The *name* of the environment variable holding the key; the key itself never goes
+    # into params, logs or reports.
+    api_key_env: str = "ENIGMA_OPENAI_API_KEY"
+    timeout_s: float = Field(30.0, gt=0)
+    connect_timeout_s: float = Field(5.0, gt=0)
+    max_retries: int = Field(3, ge=0)
+    backoff_s: float = Field(0.5, ge=0)
+    backoff_max_s: float = Field(8.0, ge=0)
+    concurrency: int = Field(4, ge=1)
+    temperature: float = Field(0.7, ge=0)
+    top_p: float = Field(0.9, gt=0, le=1)
+    max_tokens: int = Field(64, ge=1)
+
+
+class TranscriptSettings(_Strict):
+    encoder: str = "minilm"
+    embed_cache_dir: str | None = "cache/embeddings"
+    # How many of the last turns make up the "preceding context" that is matched.
+    context_turns: int = Field(2, ge=1)
+    # Samples are drawn uniformly among the k nearest contexts (1: always the nearest).
+    top_k: int = Field(1, ge=1)
+    # Self-play transcripts have the agent on both sides, so every turn is its own reply.
+    both_sides: bool = True
+
+
+class AgentSettings(_Strict):
+    hf: HFSettings = HFSettings()
+    openai: OpenAISettings = OpenAISettings()
+    transcripts: TranscriptSettings = TranscriptSettings()

@@ -1,0 +1,23 @@
+"""The ``sample`` section of params.yaml."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from enigma.agents.config import AgentSettings
+
+
+class SampleConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    n_samples: int = Field(1, ge=1)
+    seed: int = 0
+    cache_dir: str = "cache/samples"
+    # States per Parquet part: what a crash can lose at most, and how often the cache is written.
+    chunk_states: int = Field(32, ge=1)
+    # A run of this many failed states in a row means the agent is down, not unlucky: stop
+    # (everything sampled so far is already on disk).
+    max_consecutive_errors: int = Field(20, ge=1)
+    # Re-ask states whose earlier attempt failed (a rerun after the server came back).
+    retry_errors: bool = True
+    agents: AgentSettings = AgentSettings()
