@@ -1,0 +1,40 @@
+"""Typed configs of the ``evaluate`` and ``report`` sections of ``params.yaml``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class EvaluateConfig(BaseModel):
+    """The leave-one-agent-out run."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    # Per (estimator, agent) result files land here as they finish; a rerun skips them.
+    results_dir: Path = Path("results/loao")
+    resume: bool = True
+    # Only these held-out agents (None: every agent of the store that has truth).
+    agents: list[str] | None = None
+
+
+class ReportConfig(BaseModel):
+    """Correlations, intervals and the report pages."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    out_dir: Path = Path("reports")
+    bootstrap_resamples: int = Field(1000, ge=10)
+    seed: int = 0
+    confidence: float = Field(0.95, gt=0.5, lt=1.0)
+    # An estimator whose estimates spread less than this fraction of the truth's spread has
+    # (nearly) collapsed to a constant; its correlations are then noise or artefacts.
+    collapse_spread_ratio: float = Field(0.1, ge=0.0)
+    rank_by: str = Field("mean_pearson", pattern="^mean_(pearson|spearman|kendall)$")
+    # The estimator the headline sentence is about ("is ENIGMA the best here?").
+    enigma_estimator: str = "enigma"
+    # Ratings to report (None: every rating present in the truth table).
+    ratings: list[str] | None = None
+    # Plots are the slow part of a report; tests and quick looks can switch them off.
+    plots: bool = True

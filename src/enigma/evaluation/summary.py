@@ -1,0 +1,249 @@
+"""``summary.json``: every estimator's correlations with truth, side by side.
+
+The shape (issue 6) is ``{"benchmark", "n_agents", "ratings", "estimators": {"<est>":
+{"<rating>": {"pearson", "spearman", "kendall", "pearson_ci95", "spearman_ci95",
+"kendall_ci95", "spread_ratio"}, "mean_pearson", "mean_spearman", "regime": [...],
+"labels": {...}}}, "agents": {"<agent>": {"<rating>": {"truth": t, "<est>": e}}}}``.
+Beyond it: per estimator ``mean_kendall``, intervals of the means, ``n_agents`` and ``flags``
+(collapse, missing agents); at the top ``ranking``, ``comparison`` (paired bootstrap
+differences of the first-ranked against the runner-up and against ENIGMA), ``headline`` (the
+plain sentence), ``errors`` and ``settings``. Undefined numbers are ``null``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from enigma.evaluation.config import ReportConfig
+from enigma.evaluation.correlation import STATS, EstimatorScore, paired_difference, score_estimator
+from enigma.evaluation.errors import EvaluationError
+from enigma.evaluation.truth import truth_wide
+
+PER_RATING_KEYS = ("pearson", "spearman", "kendall", "pearson_ci95", "spearman_ci95", "kendall_ci95", "spread_ratio")
+
+
+def _num(v: Any) -> Any:
+    if isinstance(v, float):
+        return v if math.isfinite(v) else None
+    if isinstance(v, list):
+        return [_num(x) for x in v]
+    if isinstance(v, dict):
+        return {k: _num(x) for k, x in v.items()}
+    return v
+
+
+def _split_set(values) -> list[str]:
+    out: set[str] = set()
+    for v in values:
+        if isinstance(v, str) and v:
+            out.update(p for p in v.split(",") if p)
+    return sorted(out)
+
+
+def _merge_labels(values) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for v in values:
+        if isinstance(v, str) and v:
+            try:
+                out.update(json.loads(v))
+            except json.JSONDecodeError:
+                continue
+        elif isinstance(v, dict):
+            out.update(v)
+    return out
+
+
+def build_summary(
+    results: pd.DataFrame,
+    truth: pd.DataFrame,
+    benchmark: str,
+    config: ReportConfig | None = None,
+    *,
+    estimator_info: dict[str, dict[str, Any]] | None = None,
+) -> tuple[dict[str, Any], dict[str, EstimatorScore]]:
+    """The summary of a results table (``loao.RESULT_COLUMNS``) against a truth table
+    (``truth.TRUTH_COLUMNS``). ``estimator_info`` may supply ``regime``/``labels`` for
+    estimators whose results table lacks them."""
+    cfg = config or ReportConfig()
+    if results.empty:
+        raise EvaluationError(f"{benchmark}: the results table is empty")
+    tw = truth_wide(truth)
+    ratings = list(cfg.ratings) if cfg.ratings else sorted(tw.columns)
+    unknown = [r for r in ratings if r not in tw.columns]
+    if unknown:
+        raise EvaluationError(f"{benchmark}: no truth for rating(s) {unknown}; truth has {sorted(tw.columns)}")
+    tw = tw[ratings]
+    result_agents = set(results["agent_id"])
+    tw = tw.loc[[a for a in tw.index if a in result_agents]]
+    if len(tw) == 0:
+        raise EvaluationError(f"{benchmark}: no agent has both truth and estimates")
+
+    estimators: dict[str, Any] = {}
+    scores: dict[str, EstimatorScore] = {}
+    for name, group in results.groupby("estimator", sort=True):
+        ew = group.pivot(index="agent_id", columns="rating", values="estimate")
+        missing = [r for r in ratings if r not in ew.columns]
+        if missing:
+            raise EvaluationError(f"{benchmark}: estimator {name!r} has no estimates for rating(s) {missing}")
+        score = score_estimator(
+            name,
+            ew,
+            tw,
+            ratings,
+            resamples=cfg.bootstrap_resamples,
+            seed=cfg.seed,
+            confidence=cfg.confidence,
+            collapse_spread_ratio=cfg.collapse_spread_ratio,
+        )
+        scores[name] = score
+        info = (estimator_info or {}).get(name, {})
+        entry: dict[str, Any] = {r: {k: score.per_rating[r][k] for k in PER_RATING_KEYS} for r in ratings}
+        for s in STATS:
+            entry[f"mean_{s}"] = score.means[s]
+            entry[f"mean_{s}_ci95"] = score.mean_ci[s]
+        entry["regime"] = list(info.get("regime") or _split_set(group["regime"]))
+        entry["labels"] = dict(info.get("labels") or _merge_labels(group["labels"]))
+        entry["n_agents"] = len(score.agents)
+        entry["flags"] = list(score.flags)
+        estimators[name] = entry
+
+    agents: dict[str, Any] = {}
+    for agent in tw.index:
+        per: dict[str, Any] = {}
+        for r in ratings:
+            cell: dict[str, Any] = {"truth": float(tw.loc[agent, r])}
+            for name, group in results.groupby("estimator", sort=True):
+                hit = group[(group["agent_id"] == agent) & (group["rating"] == r)]["estimate"]
+                cell[name] = float(hit.iloc[0]) if len(hit) else None
+            per[r] = cell
+        agents[agent] = per
+
+    ranking = rank(scores, cfg.rank_by)
+    comparison = _comparisons(ranking, scores, cfg)
+    errors = [
+        {"estimator": row.estimator, "agent_id": row.agent_id, "error": row.error}
+        for row in results.drop_duplicates(["estimator", "agent_id"]).itertuples(index=False)
+        if isinstance(row.error, str) and row.error
+    ]
+    summary = {
+        "benchmark": benchmark,
+        "n_agents": int(len(tw)),
+        "ratings": ratings,
+        "estimators": estimators,
+        "agents": agents,
+        "ranking": [
+            {"estimator": n, cfg.rank_by: scores[n].means[cfg.rank_by[5:]], "flags": len(scores[n].flags)} for n in ranking
+        ],
+        "comparison": comparison,
+        "headline": headline(benchmark, ranking, scores, comparison, cfg),
+        "errors": errors,
+        "settings": {
+            "bootstrap_resamples": cfg.bootstrap_resamples,
+            "seed": cfg.seed,
+            "confidence": cfg.confidence,
+            "collapse_spread_ratio": cfg.collapse_spread_ratio,
+            "rank_by": cfg.rank_by,
+            "interval": "percentile bootstrap, agents resampled with replacement, the same resamples for every rating",
+        },
+    }
+    return _num(summary), scores
+
+
+def rank(scores: dict[str, EstimatorScore], rank_by: str = "mean_pearson") -> list[str]:
+    """Estimators best first by the mean over ratings; undefined means go last."""
+    stat = rank_by[len("mean_") :]
+
+    def key(name: str):
+        v = scores[name].means[stat]
+        return (0, -v, name) if math.isfinite(v) else (1, 0.0, name)
+
+    return sorted(scores, key=key)
+
+
+def _comparisons(ranking: list[str], scores: dict[str, EstimatorScore], cfg: ReportConfig) -> dict[str, Any]:
+    stat = cfg.rank_by[len("mean_") :]
+    out: dict[str, Any] = {}
+    if len(ranking) >= 2:
+        d = paired_difference(scores[ranking[0]], scores[ranking[1]], stat, cfg.confidence)
+        if d is not None:
+            out["first_vs_runner_up"] = {"first": ranking[0], "other": ranking[1], "stat": cfg.rank_by, **d}
+    enigma = cfg.enigma_estimator
+    if enigma in scores and ranking and ranking[0] != enigma:
+        d = paired_difference(scores[ranking[0]], scores[enigma], stat, cfg.confidence)
+        if d is not None:
+            out["first_vs_enigma"] = {"first": ranking[0], "other": enigma, "stat": cfg.rank_by, **d}
+    return out
+
+
+def _fmt(v: float | None) -> str:
+    return "undefined" if v is None or not math.isfinite(v) else f"{v:.3f}"
+
+
+def _fmt_ci(ci) -> str:
+    if not ci or ci[0] is None:
+        return "no interval"
+    return f"95% CI [{ci[0]:.3f}, {ci[1]:.3f}]"
+
+
+def headline(
+    benchmark: str, ranking: list[str], scores: dict[str, EstimatorScore], comparison: dict[str, Any], cfg: ReportConfig
+) -> str:
+    """One plain sentence (or three): who ranks first, and whether ENIGMA is not the best."""
+    if not ranking:
+        return f"{benchmark}: no estimator results."
+    stat = cfg.rank_by[len("mean_") :]
+    label = f"mean {stat.capitalize()} over ratings"
+    first = scores[ranking[0]]
+    parts = [
+        f"On {benchmark}, {ranking[0]} ranks first of {len(ranking)} estimator(s) by {label}: "
+        f"{_fmt(first.means[stat])} ({_fmt_ci(first.mean_ci[stat])}, {len(first.agents)} agents)."
+    ]
+    if first.flags:
+        parts.append(f"Caution: {ranking[0]} is flagged ({first.flags[0]}).")
+    enigma = cfg.enigma_estimator
+    if enigma not in scores:
+        parts.append(f"ENIGMA ({enigma!r}) is not in this report.")
+    elif ranking[0] == enigma:
+        d = comparison.get("first_vs_runner_up")
+        if d:
+            parts.append(
+                f"ENIGMA is the best here, ahead of {d['other']} by {_fmt(d['difference'])} ({_fmt_ci(d['ci95'])})."
+            )
+        else:
+            parts.append("ENIGMA is the best here.")
+    else:
+        pos = ranking.index(enigma) + 1
+        e = scores[enigma]
+        d = comparison.get("first_vs_enigma")
+        gap = f"; {ranking[0]} leads by {_fmt(d['difference'])} ({_fmt_ci(d['ci95'])})" if d else ""
+        parts.append(
+            f"ENIGMA is NOT the best estimator on this benchmark: it ranks {pos} of {len(ranking)} with "
+            f"{_fmt(e.means[stat])} ({_fmt_ci(e.mean_ci[stat])}){gap}."
+        )
+    return " ".join(parts)
+
+
+def write_summary(summary: dict[str, Any], path: str | Path) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(summary, indent=2, allow_nan=False) + "\n")
+    return path
+
+
+def read_summary(path: str | Path) -> dict[str, Any]:
+    path = Path(path)
+    if not path.is_file():
+        raise EvaluationError(f"{path}: summary not found")
+    try:
+        data = json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise EvaluationError(f"{path}: not valid JSON (line {exc.lineno}: {exc.msg})") from exc
+    for key in ("benchmark", "n_agents", "ratings", "estimators", "agents"):
+        if key not in data:
+            raise EvaluationError(f"{path}: field '{key}' missing; not a report summary")
+    return data
