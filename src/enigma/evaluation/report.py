@@ -1,0 +1,163 @@
+"""A benchmark's report: ``summary.json``, the figures and ``index.html`` in one folder
+(``reports/<benchmark>/``), built from a leave-one-agent-out results table and the truth."""
+
+from __future__ import annotations
+
+import math
+import urllib.parse
+from pathlib import Path
+from typing import Any
+
+import jinja2
+import pandas as pd
+from tqdm.auto import tqdm
+
+from enigma.evaluation import figures
+from enigma.evaluation.config import ReportConfig
+from enigma.evaluation.summary import build_summary, write_summary
+
+SUMMARY_FILE = "summary.json"
+HTML_FILE = "index.html"
+FIG_DIR = "figures"
+
+REGIME_TEXT = {
+    "none": "nothing about the agent",
+    "replies-at-logged-states": "(a) its replies at logged states",
+    "own-rollouts": "(b) its own self-play / simulated-user dialogues",
+    "own-unrated-dialogues": "(c) its own human dialogues, ratings hidden",
+}
+
+TEMPLATE = jinja2.Template(
+    """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>{{ s.benchmark }}: leave-one-agent-out report</title>
+<style>
+body { font-family: sans-serif; margin: 2em; max-width: 1400px; }
+table { border-collapse: collapse; margin: 1em 0; font-size: 13px; }
+th, td { border: 1px solid #ccc; padding: 3px 6px; text-align: right; vertical-align: top; }
+th:first-child, td.name, td.text { text-align: left; }
+td.flag { color: #a40000; text-align: left; max-width: 28em; }
+p.headline { font-size: 16px; background: #f4f4f4; padding: .6em; border-left: 4px solid #555; }
+img { max-width: 100%; }
+</style></head><body>
+<h1>{{ s.benchmark }}: how well each estimator predicts every agent's rating</h1>
+<p class="headline">{{ s.headline }}</p>
+<p>{{ s.n_agents }} agents, each held out in turn: an estimator sees the other agents' rated dialogues
+and only what its information regime allows about the held-out agent. Correlations are across agents;
+intervals are {{ (s.settings.confidence * 100) | round | int }}% {{ s.settings.interval }}
+({{ s.settings.bootstrap_resamples }} resamples, seed {{ s.settings.seed }}).
+The spread ratio is std(estimates) / std(truth): near 0 the estimator has collapsed to a constant
+(flagged below {{ s.settings.collapse_spread_ratio }}), and a constant such as the leave-one-out mean
+correlates &minus;1 with truth by construction.</p>
+
+<h2>Estimators side by side</h2>
+<table><tr><th>rank</th><th>estimator</th><th>information regime</th><th>labels</th>
+<th>mean Pearson [CI]</th><th>mean Spearman [CI]</th><th>mean Kendall [CI]</th><th>agents</th><th>smallest spread ratio</th><th>flags</th></tr>
+{% for name in order %}{% set e = s.estimators[name] %}
+<tr><td>{{ loop.index }}</td><td class="name"><a href="#est-{{ anchor(name) }}">{{ name }}</a></td>
+<td class="text">{% for r in e.regime %}{{ regime_text(r) }}{% if not loop.last %}; {% endif %}{% endfor %}</td>
+<td class="text">{% for k, v in e.labels.items() %}{{ k }}: {{ v }}{% if not loop.last %}<br>{% endif %}{% endfor %}</td>
+<td>{{ f(e.mean_pearson) }} {{ ci(e.mean_pearson_ci95) }}</td><td>{{ f(e.mean_spearman) }} {{ ci(e.mean_spearman_ci95) }}</td>
+<td>{{ f(e.mean_kendall) }} {{ ci(e.mean_kendall_ci95) }}</td><td>{{ e.n_agents }}</td>
+<td>{{ f(min_spread(e)) }}</td><td class="flag">{{ e.flags | join("<br>") }}</td></tr>
+{% endfor %}</table>
+{% if overview %}<img src="{{ overview }}" alt="overview">{% endif %}
+
+<h2>Per rating: Pearson / Spearman / Kendall (spread ratio)</h2>
+<table><tr><th>estimator</th>{% for r in s.ratings %}<th>{{ r }}</th>{% endfor %}</tr>
+{% for name in order %}{% set e = s.estimators[name] %}<tr><td class="name">{{ name }}</td>
+{% for r in s.ratings %}<td title="Pearson CI {{ ci(e[r].pearson_ci95) }}">{{ f(e[r].pearson) }} / {{ f(e[r].spearman) }} / {{ f(e[r].kendall) }} ({{ f(e[r].spread_ratio) }})</td>{% endfor %}</tr>
+{% endfor %}</table>
+
+{% if s.errors %}<h2>Failed runs</h2><table><tr><th>estimator</th><th>agent</th><th>error</th></tr>
+{% for x in s.errors %}<tr><td class="name">{{ x.estimator }}</td><td class="name">{{ x.agent_id }}</td><td class="text">{{ x.error }}</td></tr>{% endfor %}
+</table>{% endif %}
+
+<h2>Figures per estimator</h2>
+{% for name in order %}<h3 id="est-{{ anchor(name) }}">{{ name }}</h3>
+{% for img in figs.get(name, []) %}<img src="{{ img }}" alt="{{ name }}"><br>{% endfor %}
+{% endfor %}
+
+<h2>Per agent</h2>
+{% for r in s.ratings %}<details><summary>{{ r }}: truth and every estimate</summary>
+<table><tr><th>agent</th><th>truth</th>{% for name in order %}<th>{{ name }}</th>{% endfor %}</tr>
+{% for agent, per in s.agents.items() %}<tr><td class="name">{{ agent }}</td><td>{{ f(per[r].truth) }}</td>
+{% for name in order %}<td>{{ f(per[r].get(name)) }}</td>{% endfor %}</tr>{% endfor %}
+</table></details>{% endfor %}
+</body></html>
+""",
+    autoescape=True,
+)
+
+
+def _f(v: Any) -> str:
+    return "n/a" if v is None or (isinstance(v, float) and not math.isfinite(v)) else f"{v:.3f}"
+
+
+def _ci(c: Any) -> str:
+    return "" if not c or c[0] is None else f"[{c[0]:.2f}, {c[1]:.2f}]"
+
+
+def _min_spread(entry: dict[str, Any]) -> float | None:
+    vals = [v["spread_ratio"] for v in entry.values() if isinstance(v, dict) and v.get("spread_ratio") is not None]
+    return min(vals) if vals else None
+
+
+def _anchor(name: str) -> str:
+    return urllib.parse.quote(name, safe="")
+
+
+def render_html(summary: dict[str, Any], figs: dict[str, list[str]], overview: str | None) -> str:
+    order = [r["estimator"] for r in summary["ranking"]]
+    return TEMPLATE.render(
+        s=summary,
+        order=order,
+        figs=figs,
+        overview=overview,
+        f=_f,
+        ci=_ci,
+        min_spread=_min_spread,
+        anchor=_anchor,
+        regime_text=lambda r: REGIME_TEXT.get(r, r),
+    )
+
+
+def write_report(
+    results: pd.DataFrame,
+    truth: pd.DataFrame,
+    benchmark: str,
+    out_dir: str | Path,
+    config: ReportConfig | None = None,
+    *,
+    curves: pd.DataFrame | None = None,
+    estimator_info: dict[str, dict[str, Any]] | None = None,
+    progress: bool = True,
+) -> dict[str, Any]:
+    """Write ``summary.json``, the figures and ``index.html`` under ``out_dir``; return the
+    summary (with ``report_html`` and ``summary_json`` paths added)."""
+    cfg = config or ReportConfig()
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    summary, _ = build_summary(results, truth, benchmark, cfg, estimator_info=estimator_info)
+    order = [r["estimator"] for r in summary["ranking"]]
+    figs: dict[str, list[str]] = {}
+    overview = None
+    if cfg.plots:
+        fig_dir = out / FIG_DIR
+        overview = str(figures.overview_figure(summary, order, fig_dir / "overview.png").relative_to(out))
+        for name in tqdm(order, desc="report figures", unit="estimator", disable=not progress):
+            safe = _anchor(name)
+            paths = [
+                figures.regression_figure(summary, name, fig_dir / f"{safe}_vs_truth.png"),
+                figures.error_figure(summary, name, fig_dir / f"{safe}_error.png"),
+            ]
+            if curves is not None and not curves.empty:
+                p = figures.learning_curve_figure(summary, curves, name, fig_dir / f"{safe}_curves.png")
+                if p is not None:
+                    paths.append(p)
+            figs[name] = [str(p.relative_to(out)) for p in paths]
+    html = out / HTML_FILE
+    html.write_text(render_html(summary, figs, overview))
+    summary_path = write_summary(summary, out / SUMMARY_FILE)
+    summary["report_html"] = str(html)
+    summary["summary_json"] = str(summary_path)
+    return summary
