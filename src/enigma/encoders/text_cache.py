@@ -1,0 +1,221 @@
+"""Sentence embeddings cached on disk by text, so that no text is ever encoded twice.
+
+A leave-one-agent-out study encodes the same logged utterances for every held-out agent; this
+cache makes the second and later agents pay only for their own sampled replies.
+
+Layout: ``<cache_dir>/<namespace>/shard-*.npz`` where the namespace fingerprints the model
+directory and the pooling settings. Each shard holds ``keys`` (16-byte BLAKE2b digests of the
+UTF-8 text, as a ``[n, 16]`` uint8 array) and ``vectors`` (``[n, d]`` float32). Shards are
+written to a temporary name and renamed into place, so readers (other processes included) only
+ever see complete shards, and an interrupted run keeps every shard it finished: rerunning
+resumes where it stopped. Nothing is ever rewritten in place; ``compact()`` merges shards.
+
+Embeddings are the attention-masked mean of the last hidden layer, L2-normalised (the
+sentence-transformers recipe of all-MiniLM-L6-v2 and all-mpnet-base-v2). Texts longer than
+``max_length`` tokens are truncated to their first ``max_length`` tokens.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import uuid
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from enigma.encoders.weights import default_cache_dir, model_fingerprint, resolve_weights
+
+KEY_BYTES = 16
+
+
+def text_key(text: str) -> bytes:
+    return hashlib.blake2b(text.encode("utf-8"), digest_size=KEY_BYTES).digest()
+
+
+def pick_device(device: str | None = None) -> str:
+    if device:
+        return device
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+class EmbeddingCache:
+    """``embed(texts)`` returns float32 ``[n, d]`` sentence vectors, encoding only unseen texts.
+
+    The model is loaded lazily, on the first cache miss, so a fully cached study never loads it.
+    """
+
+    def __init__(
+        self,
+        model: str | os.PathLike[str] = "minilm",
+        cache_dir: str | os.PathLike[str] | None = None,
+        *,
+        batch_size: int = 64,
+        max_length: int = 256,
+        shard_size: int = 2048,
+        device: str | None = None,
+        progress: bool = True,
+        weights_cache_dir: str | os.PathLike[str] | None = None,
+    ) -> None:
+        if batch_size < 1 or shard_size < 1 or max_length < 2:
+            raise ValueError("batch_size and shard_size must be >= 1 and max_length >= 2")
+        self.model_dir = resolve_weights(model, cache_dir=weights_cache_dir)
+        self.batch_size = batch_size
+        self.max_length = max_length
+        self.shard_size = shard_size
+        self.progress = progress
+        self._device = device
+        settings = {"model": model_fingerprint(self.model_dir), "pooling": "mean", "normalise": True, "max_length": max_length}
+        self.namespace = hashlib.blake2b(json.dumps(settings, sort_keys=True).encode(), digest_size=10).hexdigest()
+        root = Path(cache_dir) if cache_dir is not None else default_cache_dir() / "embeddings"
+        self.dir = root / self.namespace
+        self.dir.mkdir(parents=True, exist_ok=True)
+        meta = self.dir / "settings.json"
+        if not meta.exists():
+            tmp = meta.with_name(f".settings-{uuid.uuid4().hex}.json")
+            tmp.write_text(json.dumps({**settings, "model_dir": str(self.model_dir)}, indent=2))
+            os.replace(tmp, meta)
+        self._index: dict[bytes, tuple[int, int]] = {}
+        self._blocks: list[np.ndarray] = []
+        self._seen_shards: set[str] = set()
+        self._dim: int | None = None
+        self._model: Any = None
+        self._tokenizer: Any = None
+        self.encoded_count = 0  # texts this instance ran through the model (for tests and logs)
+
+    # ------------------------------------------------------------------ reading
+    def refresh(self) -> None:
+        """Load shards written since the last look (by this or another process)."""
+        for shard in sorted(self.dir.glob("shard-*.npz")):
+            if shard.name in self._seen_shards:
+                continue
+            try:
+                with np.load(shard) as data:
+                    keys, vectors = data["keys"], data["vectors"]
+            except Exception as exc:  # a shard is renamed into place whole, so this is real damage
+                raise RuntimeError(f"embedding cache shard {shard} is unreadable ({exc}); delete it to re-encode its texts") from exc
+            if keys.ndim != 2 or keys.shape[1] != KEY_BYTES or vectors.ndim != 2 or len(keys) != len(vectors):
+                raise RuntimeError(f"embedding cache shard {shard} has malformed arrays; delete it to re-encode its texts")
+            if self._dim is None:
+                self._dim = int(vectors.shape[1])
+            elif vectors.shape[1] != self._dim:
+                raise RuntimeError(f"embedding cache shard {shard} has dimension {vectors.shape[1]}, expected {self._dim}")
+            block = len(self._blocks)
+            self._blocks.append(vectors.astype(np.float32, copy=False))
+            for row, key in enumerate(keys):
+                self._index.setdefault(key.tobytes(), (block, row))
+            self._seen_shards.add(shard.name)
+
+    def __len__(self) -> int:
+        self.refresh()
+        return len(self._index)
+
+    def __contains__(self, text: str) -> bool:
+        self.refresh()
+        return text_key(text) in self._index
+
+    @property
+    def dim(self) -> int:
+        if self._dim is None:
+            self.refresh()
+        if self._dim is None:
+            from transformers import AutoConfig
+
+            self._dim = int(AutoConfig.from_pretrained(self.model_dir).hidden_size)
+        return self._dim
+
+    # ------------------------------------------------------------------ encoding
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        for i, text in enumerate(texts):
+            if not isinstance(text, str):
+                raise TypeError(f"EmbeddingCache.embed: item {i} is {type(text).__name__}, expected str")
+        self.refresh()
+        keys = [text_key(t) for t in texts]
+        missing: dict[bytes, str] = {}
+        for key, text in zip(keys, texts):
+            if key not in self._index and key not in missing:
+                missing[key] = text
+        if missing:
+            self._encode_and_store(list(missing.items()))
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        for i, key in enumerate(keys):
+            block, row = self._index[key]
+            out[i] = self._blocks[block][row]
+        return out
+
+    def _load_model(self) -> None:
+        import torch
+        from transformers import AutoModel, AutoTokenizer
+
+        self._tokenizer = AutoTokenizer.from_pretrained(self.model_dir)
+        self._model = AutoModel.from_pretrained(self.model_dir).eval().to(pick_device(self._device))
+        for param in self._model.parameters():
+            param.requires_grad_(False)
+        self._torch = torch
+
+    def _encode_batch(self, texts: list[str]) -> np.ndarray:
+        torch = self._torch
+        device = next(self._model.parameters()).device
+        enc = self._tokenizer(texts, padding=True, truncation=True, max_length=self.max_length, return_tensors="pt")
+        enc = {k: v.to(device) for k, v in enc.items()}
+        with torch.inference_mode(), torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda"):
+            hidden = self._model(**enc).last_hidden_state.float()
+        mask = enc["attention_mask"].unsqueeze(-1).to(hidden.dtype)
+        pooled = (hidden * mask).sum(1) / mask.sum(1).clamp_min(1.0)
+        pooled = torch.nn.functional.normalize(pooled, p=2, dim=-1)
+        return pooled.cpu().numpy().astype(np.float32)
+
+    def _encode_and_store(self, items: list[tuple[bytes, str]]) -> None:
+        from tqdm.auto import tqdm
+
+        if self._model is None:
+            self._load_model()
+        # Sorting by length keeps padding (wasted compute) small within each batch.
+        items = sorted(items, key=lambda kv: len(kv[1]))
+        pending_keys: list[bytes] = []
+        pending_vecs: list[np.ndarray] = []
+        bar = tqdm(total=len(items), desc="encoding texts", unit="text", disable=not self.progress)
+        try:
+            for start in range(0, len(items), self.batch_size):
+                chunk = items[start : start + self.batch_size]
+                vecs = self._encode_batch([text for _, text in chunk])
+                self.encoded_count += len(chunk)
+                pending_keys.extend(k for k, _ in chunk)
+                pending_vecs.append(vecs)
+                bar.update(len(chunk))
+                if len(pending_keys) >= self.shard_size:
+                    self._write_shard(pending_keys, np.concatenate(pending_vecs))
+                    pending_keys, pending_vecs = [], []
+            if pending_keys:
+                self._write_shard(pending_keys, np.concatenate(pending_vecs))
+        finally:
+            bar.close()
+        self.refresh()
+
+    def _write_shard(self, keys: list[bytes], vectors: np.ndarray) -> None:
+        key_arr = np.frombuffer(b"".join(keys), dtype=np.uint8).reshape(len(keys), KEY_BYTES)
+        name = f"shard-{os.getpid()}-{uuid.uuid4().hex}.npz"
+        tmp = self.dir / f".tmp-{name}"
+        with tmp.open("wb") as fh:
+            np.savez(fh, keys=key_arr, vectors=vectors.astype(np.float32, copy=False))
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, self.dir / name)
+
+    def compact(self) -> None:
+        """Merge all shards into one (run when no other process is writing)."""
+        self.refresh()
+        shards = sorted(self.dir.glob("shard-*.npz"))
+        if len(shards) <= 1:
+            return
+        keys = list(self._index)
+        vectors = np.stack([self._blocks[b][r] for b, r in (self._index[k] for k in keys)])
+        self._write_shard(keys, vectors)
+        for shard in shards:
+            shard.unlink()
+        self._index, self._blocks, self._seen_shards = {}, [], set()
+        self.refresh()
