@@ -1,0 +1,152 @@
+"""The ``openai:<base-url>#<model>`` kind: any server speaking the OpenAI-compatible
+chat-completions API (vLLM, llama.cpp server, ``enigma serve``).
+
+Timeouts, retries with exponential backoff and jitter (on connection errors, timeouts, 429
+and 5xx), bounded concurrency (``concurrency`` requests in flight; the sampler uses as many
+threads). Servers that ignore ``n`` are asked again for the remainder.
+
+The API key is read from the environment variable named in the settings, sent only in the
+Authorization header, and scrubbed from every error message; ``repr`` shows only whether it
+is set.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import threading
+import time
+from typing import Any
+
+from enigma.agents.config import OpenAISettings
+from enigma.agents.errors import AgentCallError, AgentSpecError
+from enigma.contracts import History
+
+_ROLE = {"user": "user", "agent": "assistant"}
+_RETRY_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
+_SNIPPET = 200
+
+
+class _Secret:
+    """Holds the key so that no repr, str or f-string of the agent can show it."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: str | None):
+        self._value = value or None
+
+    def get(self) -> str | None:
+        return self._value
+
+    def __repr__(self) -> str:
+        return "<set>" if self._value else "<unset>"
+
+    __str__ = __repr__
+
+
+class OpenAIAgent:
+    def __init__(self, base_url: str, model: str, settings: OpenAISettings | None = None):
+        import httpx
+
+        if not model:
+            raise AgentSpecError(f"openai agent at {base_url}: model name missing (use '#<model>')")
+        self.settings = settings or OpenAISettings()
+        self.base_url = base_url.rstrip("/")
+        self.model = model
+        self.url = f"{self.base_url}/chat/completions"
+        self._key = _Secret(os.environ.get(self.settings.api_key_env))
+        self.concurrency = self.settings.concurrency
+        self._sem = threading.BoundedSemaphore(self.settings.concurrency)
+        self._client = httpx.Client(
+            timeout=httpx.Timeout(self.settings.timeout_s, connect=self.settings.connect_timeout_s),
+            limits=httpx.Limits(max_connections=self.settings.concurrency, max_keepalive_connections=self.settings.concurrency),
+        )
+
+    # ---- helpers -------------------------------------------------------------------------
+    def _scrub(self, text: str) -> str:
+        key = self._key.get()
+        return text.replace(key, "***") if key else text
+
+    def _fail(self, msg: str) -> AgentCallError:
+        return AgentCallError(self._scrub(f"{self.url} (model {self.model!r}): {msg}"))
+
+    def _headers(self) -> dict[str, str]:
+        key = self._key.get()
+        return {"Authorization": f"Bearer {key}"} if key else {}
+
+    def _post(self, body: dict[str, Any]) -> list[str]:
+        import httpx
+
+        s = self.settings
+        last = "no attempt made"
+        for attempt in range(s.max_retries + 1):
+            if attempt:
+                delay = min(s.backoff_s * 2 ** (attempt - 1), s.backoff_max_s)
+                time.sleep(delay * (0.5 + random.random() / 2))
+            try:
+                with self._sem:
+                    r = self._client.post(self.url, json=body, headers=self._headers())
+            except httpx.TimeoutException:
+                last = f"timed out after {s.timeout_s:g}s"
+                continue
+            except httpx.TransportError as exc:
+                last = f"cannot connect ({type(exc).__name__}: {exc})"
+                continue
+            if r.status_code in _RETRY_STATUS:
+                last = f"HTTP {r.status_code}: {r.text[:_SNIPPET]!r}"
+                continue
+            if r.status_code >= 400:
+                raise self._fail(f"HTTP {r.status_code}: {r.text[:_SNIPPET]!r}")
+            return self._parse(r)
+        raise self._fail(f"no answer after {s.max_retries + 1} attempt(s); last: {last}")
+
+    def _parse(self, r) -> list[str]:
+        try:
+            data = r.json()
+        except ValueError:
+            raise self._fail(f"answer is not JSON: {r.text[:_SNIPPET]!r}") from None
+        choices = data.get("choices") if isinstance(data, dict) else None
+        if not isinstance(choices, list) or not choices:
+            raise self._fail(f"answer has no 'choices' list: {str(data)[:_SNIPPET]!r}")
+        out = []
+        for i, choice in enumerate(choices):
+            message = choice.get("message") if isinstance(choice, dict) else None
+            content = message.get("content") if isinstance(message, dict) else None
+            if content is not None and not isinstance(content, str):
+                raise self._fail(f"choices[{i}].message.content is {type(content).__name__}, not a string")
+            if content is None and not isinstance(message, dict):
+                raise self._fail(f"choices[{i}] has no message: {str(choice)[:_SNIPPET]!r}")
+            out.append(content or "")  # an empty reply is reported by the sampler per sample
+        return out
+
+    # ---- Agent ---------------------------------------------------------------------------
+    def respond(self, history: History, n: int = 1, seed: int | None = None) -> list[str]:
+        s = self.settings
+        messages = [{"role": _ROLE[t.role], "content": t.text} for t in history]
+        replies: list[str] = []
+        for round_ in range(n):  # at most n rounds even if the server returns one choice each
+            body: dict[str, Any] = {
+                "model": self.model,
+                "messages": messages,
+                "n": n - len(replies),
+                "temperature": s.temperature,
+                "top_p": s.top_p,
+                "max_tokens": s.max_tokens,
+            }
+            if seed is not None:
+                body["seed"] = seed + round_
+            replies += self._post(body)
+            if len(replies) >= n:
+                break
+        return replies[:n]
+
+    def close(self) -> None:
+        self._client.close()
+
+    def fingerprint_parts(self) -> dict[str, Any]:
+        # The key is deliberately absent: it does not change the agent, and must not leak.
+        return {"base_url": self.base_url, "model": self.model,
+                "settings": self.settings.model_dump(include={"temperature", "top_p", "max_tokens"})}
+
+    def __repr__(self) -> str:
+        return f"OpenAIAgent({self.base_url!r}, model={self.model!r}, key from ${self.settings.api_key_env}: {self._key!r})"

@@ -1,0 +1,189 @@
+"""Retrieval stand-ins for agents that cannot be run, built only from their own transcripts.
+
+APPROXIMATION: these agents do not run the real model. ``TranscriptAgent`` answers a state
+with a reply the agent once gave after the most similar context (the last ``context_turns``
+turns, compared by sentence embeddings from ``enigma.encoders.text_cache``). Results obtained
+with them are labelled as approximations (``enigma.agents.approximation_label``).
+
+Transcripts come as a canonical store directory (e.g. the See 2019 self-play store written by
+``enigma.store.readers.see2019_selfplay``), restricted to one agent with ``?agent=<id>`` when it
+holds several. In self-play both sides are the agent, so with ``both_sides`` every turn after
+the first is one of its replies.
+
+Openings: a state with no context (the agent speaks first) is answered with one of the agent's
+own logged openings (turn 0 of its transcripts), drawn uniformly with the call's seed, so the
+openings keep the agent's own opening distribution.
+
+Ties: several contexts are often identical ("hi how are you"); samples are drawn uniformly
+among all contexts at least as similar as the k-th nearest, so ties do not favour whichever
+transcript came first.
+
+``OnSupportTranscriptAgent`` answers with the logged reply of an experience store (any agent's)
+that is nearest to what the direct variant would say: its actions stay inside the support of
+the logs, where the density ratio DICE estimates is defined (direct replies of the self-play
+stand-in were found separable from logged replies with AUC up to 0.99).
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from enigma.agents.config import TranscriptSettings
+from enigma.agents.errors import AgentSpecError
+from enigma.agents.fingerprint import tree_identity
+from enigma.contracts import History, Turn
+
+_TIE_EPS = 1e-6
+
+
+def _open_store(path: str | Path, what: str):
+    from enigma.store.experience import ExperienceStore, StoreError
+
+    try:
+        return ExperienceStore.open(path)
+    except StoreError as exc:
+        raise AgentSpecError(f"{what}: {exc}") from exc
+
+
+def _store_files(path: Path) -> list[dict[str, Any]]:
+    from enigma.store import schema as S
+
+    return [f for f in tree_identity(path) if f["name"] in (S.DIALOGUES_FILE, S.TURNS_FILE)]
+
+
+def context_text(turns: Sequence[Turn], k: int) -> str:
+    return "\n".join(t.text for t in turns[-k:])
+
+
+def _make_embedder(settings: TranscriptSettings):
+    from enigma.encoders.text_cache import EmbeddingCache
+
+    return EmbeddingCache(model=settings.encoder, cache_dir=settings.embed_cache_dir, progress=False)
+
+
+class TranscriptAgent:
+    """Nearest-context retrieval over one agent's own transcripts (an approximation)."""
+
+    approximation = True
+
+    def __init__(
+        self,
+        path: str | Path,
+        settings: TranscriptSettings | None = None,
+        agent_id: str | None = None,
+        embedder: Any = None,
+    ):
+        self.path = Path(path)
+        self.settings = settings or TranscriptSettings()
+        store = _open_store(self.path, f"transcripts {self.path}")
+        agents = store.agents()
+        if agent_id is None:
+            if len(agents) != 1:
+                raise AgentSpecError(
+                    f"transcripts {self.path}: the store holds {len(agents)} agents; choose one with "
+                    f"'?agent=<id>' (e.g. {agents[:3]})"
+                )
+            agent_id = agents[0]
+        elif agent_id not in agents:
+            raise AgentSpecError(f"transcripts {self.path}: agent {agent_id!r} not in the store (agents: {agents})")
+        self.agent_id = agent_id
+        store = store.filter_agents(keep={agent_id})
+
+        k = self.settings.context_turns
+        contexts, replies, openings = [], [], []
+        for turns in store.histories().values():
+            for t, turn in enumerate(turns):
+                if not (self.settings.both_sides or turn.role == "agent") or not turn.text.strip():
+                    continue
+                if t == 0:
+                    openings.append(turn.text)
+                else:
+                    contexts.append(context_text(turns[:t], k))
+                    replies.append(turn.text)
+        if not replies:
+            raise AgentSpecError(f"transcripts {self.path}: agent {agent_id!r} has no replies to retrieve from")
+        self.replies = replies
+        self.openings = openings
+        self.embedder = embedder if embedder is not None else _make_embedder(self.settings)
+        self.context_vectors = np.asarray(self.embedder.embed(contexts), dtype=np.float32)
+
+    def _draw(self, sims: np.ndarray, k: int, n: int, rng: random.Random) -> list[int]:
+        k = min(k, sims.shape[0])
+        kth = np.partition(sims, -k)[-k]
+        candidates = np.flatnonzero(sims >= kth - _TIE_EPS).tolist()
+        return [rng.choice(candidates) for _ in range(n)]
+
+    def respond(self, history: History, n: int = 1, seed: int | None = None) -> list[str]:
+        rng = random.Random(seed)
+        if not history:
+            if not self.openings:
+                # the agent never opened a transcript: fall back to its replies to the shortest contexts
+                return [rng.choice(self.replies) for _ in range(n)]
+            return [rng.choice(self.openings) for _ in range(n)]
+        q = np.asarray(self.embedder.embed([context_text(list(history), self.settings.context_turns)]), dtype=np.float32)[0]
+        sims = self.context_vectors @ q
+        return [self.replies[i] for i in self._draw(sims, self.settings.top_k, n, rng)]
+
+    def fingerprint_parts(self) -> dict[str, Any]:
+        return {
+            "transcripts": _store_files(self.path),
+            "agent_id": self.agent_id,
+            "settings": self.settings.model_dump(exclude={"embed_cache_dir"}),
+        }
+
+    def __repr__(self) -> str:
+        return f"TranscriptAgent({str(self.path)!r}, agent={self.agent_id!r}, {len(self.replies)} replies; approximation)"
+
+
+class OnSupportTranscriptAgent:
+    """The transcript stand-in snapped to the nearest logged reply of an experience store."""
+
+    approximation = True
+
+    def __init__(
+        self,
+        path: str | Path,
+        store_path: str | Path,
+        settings: TranscriptSettings | None = None,
+        agent_id: str | None = None,
+        embedder: Any = None,
+    ):
+        self.settings = settings or TranscriptSettings()
+        embedder = embedder if embedder is not None else _make_embedder(self.settings)
+        self.direct = TranscriptAgent(path, self.settings, agent_id=agent_id, embedder=embedder)
+        self.embedder = embedder
+        self.store_path = Path(store_path)
+        store = _open_store(self.store_path, f"on-support store {self.store_path}")
+        turns = store.turns
+        texts = [
+            text
+            for role, text in zip(turns.column("role").to_pylist(), turns.column("text").to_pylist())
+            if role == "agent" and text.strip()
+        ]
+        self.logged = sorted(set(texts))
+        if not self.logged:
+            raise AgentSpecError(f"on-support store {self.store_path}: no agent replies to snap to")
+        self.logged_vectors = np.asarray(embedder.embed(self.logged), dtype=np.float32)
+
+    def respond(self, history: History, n: int = 1, seed: int | None = None) -> list[str]:
+        direct = self.direct.respond(history, n=n, seed=seed)
+        rng = random.Random(seed)
+        vectors = np.asarray(self.embedder.embed(direct), dtype=np.float32)
+        out = []
+        for v in vectors:
+            sims = self.logged_vectors @ v
+            out.append(self.logged[self.direct._draw(sims, 1, 1, rng)[0]])
+        return out
+
+    def fingerprint_parts(self) -> dict[str, Any]:
+        return {"direct": self.direct.fingerprint_parts(), "store": _store_files(self.store_path)}
+
+    def __repr__(self) -> str:
+        return (
+            f"OnSupportTranscriptAgent({str(self.direct.path)!r}, agent={self.direct.agent_id!r}, "
+            f"store={str(self.store_path)!r}, {len(self.logged)} logged replies; approximation)"
+        )

@@ -1,0 +1,110 @@
+"""``enigma serve`` (any agent as an OpenAI-compatible endpoint) and ``enigma sample``
+(target-action sampling into the cache and one Parquet table)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from enigma.cli.errors import USER_ERRORS, user_errors
+
+
+def _register_errors() -> None:
+    from enigma.params import ParamsError
+    from enigma.store.experience import StoreError
+
+    for err in (ParamsError, StoreError):
+        if err not in USER_ERRORS:
+            USER_ERRORS.append(err)
+
+
+def register(app: typer.Typer) -> None:
+    _register_errors()
+
+    @app.command("serve")
+    @user_errors
+    def serve_cmd(
+        spec: str = typer.Argument(..., help="agent spec, e.g. python:enigma.sim.sellers:<id> or hf:<dir>"),
+        port: int = typer.Option(8000, "--port", "-p", help="port on the host"),
+        host: str = typer.Option("127.0.0.1", help="interface to listen on (local only by default)"),
+        model_name: Optional[str] = typer.Option(None, "--model-name", help="name reported by /v1/models (default: the spec)"),
+        api_key_env: Optional[str] = typer.Option(
+            None, "--api-key-env", help="require the key held in this environment variable as a Bearer token"
+        ),
+        params: Path = typer.Option(Path("params.yaml"), help="parameters file (section 'sample.agents')"),
+    ):
+        """Expose an agent as an OpenAI-compatible /v1/chat/completions endpoint."""
+        import os
+
+        from enigma.agents import load_agent
+        from enigma.agents.server import serve
+
+        cfg = _config(params)
+        api_key = None
+        if api_key_env:
+            api_key = os.environ.get(api_key_env)
+            if not api_key:
+                raise ValueError(f"--api-key-env {api_key_env}: that environment variable is not set")
+        agent = load_agent(spec, cfg.agents)
+        serve(agent, model_name or spec, host=host, port=port, api_key=api_key)
+
+    @app.command("sample")
+    @user_errors
+    def sample_cmd(
+        store: Path = typer.Argument(..., help="experience store directory"),
+        spec: str = typer.Argument(..., help="agent spec of the target agent"),
+        out: Optional[Path] = typer.Option(None, "--out", "-o", help="Parquet file for the sampled replies"),
+        n_samples: Optional[int] = typer.Option(None, "--n-samples", "-n", help="replies per state (params: sample.n_samples)"),
+        seed: Optional[int] = typer.Option(None, help="sampling seed (params: sample.seed)"),
+        cache_dir: Optional[Path] = typer.Option(None, help="sample cache (params: sample.cache_dir)"),
+        exclude_agent: List[str] = typer.Option([], "--exclude-agent", "-x", help="skip this agent's dialogues (repeatable)"),
+        params: Path = typer.Option(Path("params.yaml"), help="parameters file (section 'sample')"),
+        quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress bar"),
+    ):
+        """Sample the target agent's replies at every logged agent turn of a store (cached, resumable)."""
+        from enigma.sampling import SamplingAborted, run_sampling
+
+        cfg = _config(params)
+        n = n_samples if n_samples is not None else cfg.n_samples
+        s = seed if seed is not None else cfg.seed
+        try:
+            table, stats = run_sampling(
+                store,
+                spec,
+                n_samples=n,
+                seed=s,
+                cache_dir=cache_dir or cfg.cache_dir,
+                exclude_agents=exclude_agent,
+                settings=cfg.agents,
+                chunk_states=cfg.chunk_states,
+                max_consecutive_errors=cfg.max_consecutive_errors,
+                retry_errors=cfg.retry_errors,
+                progress=not quiet,
+            )
+        except SamplingAborted as exc:
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(2)
+        import pyarrow.parquet as pq
+
+        if out is None:
+            out = Path(cache_dir or cfg.cache_dir) / stats.agent_fingerprint / f"targets-n{n}-seed{s}.parquet"
+        out.parent.mkdir(parents=True, exist_ok=True)
+        pq.write_table(table, out)
+        n_err = table.num_rows - table.column("error").null_count
+        summary = {"out": str(out), "rows": table.num_rows, "failed_samples": n_err, **stats.as_dict()}
+        label = (table.schema.metadata or {}).get(b"enigma.sampling.approximation")
+        if label:
+            summary["approximation"] = label.decode()
+        typer.echo(json.dumps(summary))
+
+
+def _config(params: Path):
+    from enigma.params import section
+    from enigma.sampling.config import SampleConfig
+
+    if not params.is_file():  # the CLI works outside a project too, on defaults
+        return SampleConfig()
+    return section(SampleConfig, "sample", params)
