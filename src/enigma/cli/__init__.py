@@ -17,6 +17,8 @@ app = typer.Typer(
 
 # Modules under enigma.cli, one per stage; each defines register(app).
 COMMAND_MODULES = [
+    "agents",
+    "report",
 ]
 
 for _name in COMMAND_MODULES:
