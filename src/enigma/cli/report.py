@@ -1,0 +1,134 @@
+"""``enigma report``: build a leave-one-agent-out report, or show one's headline numbers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from enigma.cli.errors import USER_ERRORS, user_errors
+
+report_app = typer.Typer(help="Leave-one-agent-out reports: build them, show their headline numbers.", no_args_is_help=True)
+
+
+def _register_errors() -> None:
+    from enigma.evaluation.errors import EvaluationError
+    from enigma.params import ParamsError
+
+    for exc in (EvaluationError, ParamsError):
+        if exc not in USER_ERRORS:
+            USER_ERRORS.append(exc)
+
+
+def _fmt(v) -> str:
+    return "  n/a" if v is None else f"{v:+.3f}"
+
+
+def _ci(c) -> str:
+    return "" if not c or c[0] is None else f"[{c[0]:+.2f}, {c[1]:+.2f}]"
+
+
+def print_summary(summary: dict, path: Path) -> None:
+    html = path.parent / "index.html"
+    typer.echo(f"report: {html if html.is_file() else '(no HTML page next to it)'}")
+    typer.echo(f"summary: {path}")
+    typer.echo(f"benchmark {summary['benchmark']}: {summary['n_agents']} agents, ratings {', '.join(summary['ratings'])}")
+    order = [r["estimator"] for r in summary.get("ranking", [])] or sorted(summary["estimators"])
+    width = max(len(n) for n in order) if order else 10
+    typer.echo(f"{'estimator':<{width}}  mean Pearson [95% CI]        mean Spearman [95% CI]       flags")
+    for name in order:
+        e = summary["estimators"][name]
+        typer.echo(
+            f"{name:<{width}}  {_fmt(e.get('mean_pearson'))} {_ci(e.get('mean_pearson_ci95')):<20}  "
+            f"{_fmt(e.get('mean_spearman'))} {_ci(e.get('mean_spearman_ci95')):<20}  {len(e.get('flags', []))}"
+        )
+    if summary.get("headline"):
+        typer.echo(summary["headline"])
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(report_app, name="report")
+
+
+@report_app.command("show")
+@user_errors
+def show(summary: Path = typer.Argument(..., help="reports/<benchmark>/summary.json")) -> None:
+    """Print where the report is and its headline numbers."""
+    _register_errors()
+    from enigma.evaluation.summary import read_summary
+
+    print_summary(read_summary(summary), summary)
+
+
+@report_app.command("build")
+@user_errors
+def build(
+    results: Path = typer.Option(..., help="results table (Parquet/CSV) or the leave-one-agent-out results folder"),
+    benchmark: str = typer.Option(..., help="benchmark name; the report goes to <out>/<benchmark>/"),
+    truth: Optional[Path] = typer.Option(None, help="truth table (simulator truth.parquet: agent_id, rating, value)"),
+    truth_store: Optional[Path] = typer.Option(None, help="experience store: truth = each agent's mean rating"),
+    curves: Optional[Path] = typer.Option(None, help="learning curves (Parquet); default: those in the results folder"),
+    out: Optional[Path] = typer.Option(None, help="reports folder (default: params report.out_dir)"),
+    params: Path = typer.Option(Path("params.yaml"), help="parameters file (section 'report')"),
+    plots: Optional[bool] = typer.Option(None, "--plots/--no-plots", help="draw the figures (default: params)"),
+) -> None:
+    """Build summary.json, figures and index.html from a results table and the truth."""
+    _register_errors()
+    import pandas as pd
+
+    from enigma.evaluation.config import ReportConfig
+    from enigma.evaluation.errors import EvaluationError
+    from enigma.evaluation.loao import read_curves, read_results
+    from enigma.evaluation.report import SUMMARY_FILE, write_report
+    from enigma.evaluation.truth import read_truth, truth_from_store
+    from enigma.params import section
+
+    if (truth is None) == (truth_store is None):
+        raise EvaluationError("give exactly one of --truth (a truth table) or --truth-store (an experience store)")
+    cfg = section(ReportConfig, "report", params, plots=plots) if params.is_file() else ReportConfig(
+        **({} if plots is None else {"plots": plots})
+    )
+    table = read_results(results)
+    if truth is not None:
+        truth_table = read_truth(truth)
+    else:
+        from enigma.store.experience import ExperienceStore
+
+        truth_table = truth_from_store(ExperienceStore.open(truth_store))
+    curve_table = None
+    if curves is not None:
+        if not curves.is_file():
+            raise EvaluationError(f"{curves}: learning-curve table not found")
+        curve_table = pd.read_parquet(curves)
+    elif results.is_dir():
+        curve_table = read_curves(results)
+    out_dir = (out or cfg.out_dir) / benchmark
+    summary = write_report(table, truth_table, benchmark, out_dir, cfg, curves=curve_table)
+    print_summary(summary, out_dir / SUMMARY_FILE)
+
+
+@report_app.command("paper-spe")
+@user_errors
+def paper_spe(
+    variant: str = typer.Option("default", help="'default' or 'hard' (the challenging variant)"),
+    data_dir: Optional[Path] = typer.Option(None, help="folder with the See 2019 CSVs (default: ../shared/data/...)"),
+    out: Optional[Path] = typer.Option(None, help="reports folder (default: params report.out_dir)"),
+    params: Path = typer.Option(Path("params.yaml"), help="parameters file (section 'report')"),
+) -> None:
+    """Recompute the ENIGMA paper's self-play (SPE) correlations from its CSV, as a report."""
+    _register_errors()
+    from enigma.evaluation.config import ReportConfig
+    from enigma.evaluation.paper_spe import CSV_FILES, ESTIMATOR_NAMES, read_spe_csv, see2019_dir
+    from enigma.evaluation.report import SUMMARY_FILE, write_report
+    from enigma.evaluation.errors import EvaluationError
+    from enigma.params import section
+
+    if variant not in CSV_FILES:
+        raise EvaluationError(f"unknown variant {variant!r}; expected one of {sorted(CSV_FILES)}")
+    cfg = section(ReportConfig, "report", params) if params.is_file() else ReportConfig()
+    table, truth_table = read_spe_csv((data_dir or see2019_dir()) / CSV_FILES[variant], ESTIMATOR_NAMES[variant])
+    benchmark = f"see2019-spe-paper-{variant}"
+    out_dir = (out or cfg.out_dir) / benchmark
+    summary = write_report(table, truth_table, benchmark, out_dir, cfg)
+    print_summary(summary, out_dir / SUMMARY_FILE)
