@@ -1,0 +1,81 @@
+"""The generic JSONL format: one dialogue per line (documented in the README).
+
+    {"dialog_id": "d1", "agent_id": "bot-a",
+     "turns": [{"role": "user", "text": "hi"}, {"role": "agent", "text": "hello!"}],
+     "ratings": {"overall": 4}, "meta": {"rater": "r7"}}
+
+``dialog_id``, ``agent_id`` and ``turns`` are required; ``ratings`` and ``meta`` are optional
+(a rating left out is stored as null). Every rating name needs a declared scale: params.yaml
+``ingest.sources.jsonl.ratings`` or ``--scale name=min:max`` on the command line. Unknown
+top-level keys are rejected so that a typo (``rating``) does not silently lose data.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from enigma.store.config import IngestConfig, SourceSpec
+from enigma.store.readers.base import (
+    ReadResult,
+    RecordRejected,
+    StoreBuilder,
+    existing_path,
+    input_files,
+    iter_lines,
+    parse_json_line,
+    progress,
+)
+
+SOURCE = "jsonl"
+REQUIRED = ("dialog_id", "agent_id", "turns")
+OPTIONAL = ("ratings", "meta")
+
+
+def _parse(obj) -> dict:
+    if not isinstance(obj, dict):
+        raise RecordRejected(None, f"expected a JSON object, got {type(obj).__name__}")
+    dialog_id = obj.get("dialog_id") if isinstance(obj.get("dialog_id"), str) else None
+    unknown = sorted(set(obj) - set(REQUIRED) - set(OPTIONAL))
+    if unknown:
+        raise RecordRejected(unknown[0], f"unknown field(s) {unknown}; allowed: {list(REQUIRED + OPTIONAL)}", dialog_id)
+    for name in REQUIRED:
+        if name not in obj:
+            raise RecordRejected(name, f"missing field {name!r}", dialog_id)
+    turns = obj["turns"]
+    if not isinstance(turns, list):
+        raise RecordRejected("turns", f"turns must be a list, got {type(turns).__name__}", dialog_id)
+    pairs = []
+    for i, t in enumerate(turns):
+        if not isinstance(t, dict):
+            raise RecordRejected(f"turns[{i}]", f"expected an object with role and text, got {type(t).__name__}", dialog_id)
+        for name in ("role", "text"):
+            if name not in t:
+                raise RecordRejected(f"turns[{i}].{name}", f"missing field {name!r}", dialog_id)
+        pairs.append((t["role"], t["text"]))
+    return {"dialog_id": obj["dialog_id"], "agent_id": obj["agent_id"], "turns": pairs,
+            "ratings": obj.get("ratings") or {}, "meta": obj.get("meta")}
+
+
+def read(path: str | Path, config: IngestConfig, spec: SourceSpec | None = None) -> ReadResult:
+    spec = spec or config.source(SOURCE)
+    path = existing_path(path, "JSONL dialogues")
+    files = input_files(path, "*.jsonl", "JSONL dialogues")
+    builder = StoreBuilder(SOURCE, spec, config)
+    builder.inputs = files
+    for f in files:
+        n_lines = 0
+        lines = progress(iter_lines(f), desc=f.name, enabled=config.progress, unit="line")
+        for lineno, text, error in lines:
+            n_lines += 1
+            if error:
+                builder.reject(f, lineno, None, error)
+                continue
+            try:
+                rec = _parse(parse_json_line(text))
+            except RecordRejected as exc:
+                builder.reject(f, lineno, exc.field, exc.reason, exc.dialog_id)
+                continue
+            builder.add(f, lineno, **rec)
+        if n_lines == 0:
+            builder.reject(f, None, None, "empty file (no records)")
+    return builder.build()
