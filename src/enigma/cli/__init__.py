@@ -17,6 +17,7 @@ app = typer.Typer(
 
 # Modules under enigma.cli, one per stage; each defines register(app).
 COMMAND_MODULES = [
+    "ingest",
     "agents",
     "report",
 ]
