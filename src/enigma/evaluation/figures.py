@@ -91,11 +91,21 @@ def error_figure(summary: dict[str, Any], estimator: str, path: Path) -> Path:
 
 def curve_long(curves: pd.DataFrame) -> pd.DataFrame:
     """Learning curves in long form (estimator, agent_id, step, rating, estimate). Accepts that
-    form, or a wide one with a ``step`` column and one column per rating."""
+    form; a wide one with ``step`` and ``estimate_<rating>`` columns (ENIGMA's trainer), where
+    a ``run`` column naming a rating keeps only that rating's estimate (one run per rating);
+    or a wide one with ``step`` and one numeric column per rating."""
     if {"rating", "estimate", "step"} <= set(curves.columns):
         return curves[["estimator", "agent_id", "step", "rating", "estimate"]]
     if "step" not in curves.columns:
         raise ValueError("learning curves need a 'step' column")
+    prefixed = [c for c in curves.columns if c.startswith("estimate_")]
+    if prefixed:
+        ids = ["estimator", "agent_id", "step"] + (["run"] if "run" in curves.columns else [])
+        long = curves.melt(id_vars=ids, value_vars=prefixed, var_name="rating", value_name="estimate")
+        long["rating"] = long["rating"].str[len("estimate_") :]
+        if "run" in long.columns:
+            long = long[(long["run"] == "all") | (long["run"] == long["rating"])]
+        return long[["estimator", "agent_id", "step", "rating", "estimate"]]
     value_cols = [c for c in curves.columns if c not in ("estimator", "agent_id", "step")]
     value_cols = [c for c in value_cols if pd.api.types.is_numeric_dtype(curves[c])]
     return curves.melt(

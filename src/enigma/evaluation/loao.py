@@ -51,7 +51,7 @@ RESULT_COLUMNS = [
     "seconds",
     "error",
 ]
-CURVE_KEYS = ("learning_curve", "curve")
+CURVE_KEYS = ("learning_curve", "curve", "curves")
 
 
 @dataclass
@@ -211,12 +211,18 @@ def _jsonable_scalars(d: Mapping[str, Any] | None) -> dict[str, Any]:
 
 
 def _curve_frame(curve: Any) -> pd.DataFrame | None:
+    """A learning curve as one table. Accepts a table, a list of row dicts, or a mapping of
+    run name -> rows (one DICE run for all ratings, "all", or one per rating); the run name
+    becomes a ``run`` column."""
     if curve is None:
         return None
     if isinstance(curve, pd.DataFrame):
         return curve.copy()
     if isinstance(curve, pa.Table):
         return curve.to_pandas()
+    if isinstance(curve, Mapping):
+        frames = [pd.DataFrame(list(rows)).assign(run=str(run)) for run, rows in curve.items() if len(rows)]
+        return pd.concat(frames, ignore_index=True) if frames else None
     return pd.DataFrame(list(curve))
 
 
@@ -224,8 +230,9 @@ def normalise_result(
     result: Any, ratings: Sequence[str], estimator: str, agent_id: str
 ) -> tuple[dict[str, float], dict[str, Any]]:
     """Accept what estimators return: a plain ``{rating: value}`` mapping (the contract), or a
-    richer object/mapping with ``estimates`` and optional ``unnormalised``, ``ess``,
-    ``diagnostics`` and ``learning_curve``."""
+    richer object/mapping with ``estimates`` (values either numbers or per-rating mappings
+    with ``estimate`` and optionally ``unnormalised``/``ess``) and optional ``unnormalised``,
+    ``ess``, ``diagnostics`` and ``learning_curve``/``curves``."""
     rich = _get(result, "estimates")
     estimates = rich if isinstance(rich, Mapping) else result
     if not isinstance(estimates, Mapping):
@@ -234,14 +241,21 @@ def normalise_result(
             "expected a mapping of rating -> value (or an object with .estimates)"
         )
     out: dict[str, float] = {}
+    nested_unnorm: dict[str, Any] = {}
+    nested_ess: dict[str, Any] = {}
     for r in ratings:
         if r not in estimates:
             raise EvaluationError(f"estimator {estimator!r} on agent {agent_id!r}: no estimate for rating {r!r}")
+        value = estimates[r]
+        if isinstance(value, Mapping):
+            nested_unnorm[r] = value.get("unnormalised")
+            nested_ess[r] = value.get("ess")
+            value = value.get("estimate")
         try:
-            v = float(estimates[r])
+            v = float(value)
         except (TypeError, ValueError):
             raise EvaluationError(
-                f"estimator {estimator!r} on agent {agent_id!r}: rating {r!r}: estimate {estimates[r]!r} is not a number"
+                f"estimator {estimator!r} on agent {agent_id!r}: rating {r!r}: estimate {value!r} is not a number"
             ) from None
         if not math.isfinite(v):
             raise EvaluationError(f"estimator {estimator!r} on agent {agent_id!r}: rating {r!r}: estimate is {v}")
@@ -252,11 +266,13 @@ def normalise_result(
         if diagnostics is not None and not isinstance(diagnostics, Mapping):
             diagnostics = getattr(diagnostics, "__dict__", None) or {}
         curve = _get(result, "learning_curve")
+        if curve is None:
+            curve = _get(result, "curves")
         if curve is None and isinstance(diagnostics, Mapping):
             curve = next((diagnostics[k] for k in CURVE_KEYS if k in diagnostics), None)
         extras = {
-            "unnormalised": _get(result, "unnormalised"),
-            "ess": _get(result, "ess"),
+            "unnormalised": _get(result, "unnormalised") or (nested_unnorm or None),
+            "ess": _get(result, "ess") or (nested_ess or None),
             "diagnostics": _jsonable_scalars(diagnostics),
             "curve": _curve_frame(curve),
         }
@@ -303,7 +319,10 @@ def evaluate_one(
     start = time.perf_counter()
     experience, target, notes = held_out_view(store, agent_id, estimator, sources)
     ratings = experience.rating_names
-    raw = estimator.estimate(experience, target)
+    # An estimator with ``estimate_full`` (ENIGMA) returns its extras there: unnormalised
+    # estimates, effective sample size, diagnostics and learning curves.
+    full = getattr(estimator, "estimate_full", None)
+    raw = full(experience, target) if callable(full) else estimator.estimate(experience, target)
     estimates, extras = normalise_result(raw, ratings, estimator.name, agent_id)
     seconds = time.perf_counter() - start
 
