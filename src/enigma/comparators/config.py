@@ -24,6 +24,9 @@ class OverlapConfig(BaseModel):
     # MiniLM-L6 has 6 layers; BERTScore reads the hidden states of this one
     bertscore_layer: int = Field(6, ge=1)
     bertscore_batch_size: int = Field(64, ge=1)
+    # BERTScore encodes each pair; a fixed-seed subsample keeps it to seconds per agent
+    bertscore_max_pairs: int = Field(1000, ge=1)
+    seed: int = 0
 
 
 class PerplexityConfig(BaseModel):

@@ -63,10 +63,19 @@ class TargetDialogues:
     n_failed_replies: int = 0  # sampled replies that came back with an error (not scored)
 
 
-def replies_at_logged_states(experience: ExperienceStore, target: HeldOutAgent) -> TargetDialogues:
-    """The logged dialogues with the target's replies in place of the logged agent turns,
-    one dialogue per (dialog_id, sample_index). The user turns after a replaced reply are the
-    logged ones (they answered the logged reply): that is the regime's approximation."""
+@dataclass(frozen=True)
+class TargetReply:
+    """One usable row of ``target_actions``: the target's reply at a logged agent turn."""
+
+    dialog_id: str
+    turn_index: int
+    sample_index: int
+    text: str
+
+
+def target_replies(experience: ExperienceStore, target: HeldOutAgent) -> tuple[list[TargetReply], int, dict]:
+    """The validated rows of ``target.target_actions``, the number of failed samples (rows
+    with an ``error``: counted and reported, not scored) and the experience's histories."""
     table = target.target_actions
     if table is None:
         raise ComparatorInputError(
@@ -83,12 +92,12 @@ def replies_at_logged_states(experience: ExperienceStore, target: HeldOutAgent) 
     smp = table.column("sample_index").to_pylist()
     txt = table.column("text").to_pylist()
     err = table.column("error").to_pylist() if "error" in table.column_names else [None] * len(ids)
-    groups: dict[tuple[str, int], dict[int, str]] = defaultdict(dict)
+    rows: list[TargetReply] = []
     failed = 0
     for row, (d, t, s, x, e) in enumerate(zip(ids, idx, smp, txt, err), start=1):
         where = f"agent {target.agent_id}: target_actions row {row} (dialog_id={d!r}, turn_index={t})"
         if e is not None:
-            failed += 1  # the sampler recorded why; counted and reported, not scored
+            failed += 1
             continue
         if d not in histories:
             raise ComparatorInputError(f"{where}: field dialog_id: not a dialogue of the experience data")
@@ -97,11 +106,22 @@ def replies_at_logged_states(experience: ExperienceStore, target: HeldOutAgent) 
             raise ComparatorInputError(f"{where}: field turn_index: not an agent turn of that dialogue")
         if x is None:
             raise ComparatorInputError(f"{where}: field text: missing reply with no error recorded")
-        groups[(d, 0 if s is None else int(s))][int(t)] = x
-    if not groups:
+        rows.append(TargetReply(d, int(t), 0 if s is None else int(s), x))
+    if not rows:
         raise ComparatorInputError(
             f"agent {target.agent_id}: none of the {len(ids)} target replies is usable ({failed} failed)"
         )
+    return rows, failed, histories
+
+
+def replies_at_logged_states(experience: ExperienceStore, target: HeldOutAgent) -> TargetDialogues:
+    """The logged dialogues with the target's replies in place of the logged agent turns,
+    one dialogue per (dialog_id, sample_index). The user turns after a replaced reply are the
+    logged ones (they answered the logged reply): that is the regime's approximation."""
+    rows, failed, histories = target_replies(experience, target)
+    groups: dict[tuple[str, int], dict[int, str]] = defaultdict(dict)
+    for r in rows:
+        groups[(r.dialog_id, r.sample_index)][r.turn_index] = r.text
     dialogues = []
     for (d, s), replies in groups.items():
         turns = list(histories[d])
