@@ -116,3 +116,17 @@ def tiny_store(n_dialogues: int = 4, agents=("a1", "a2"), turns_per_dialogue: in
 
 def write_tiny_store(path: Path, **kw) -> Path:
     return tiny_store(**kw).write(path)
+
+
+class SlowCountingAgent(CountingAgent):
+    """Takes a little while per call, so a test can stop a run midway."""
+
+    def respond(self, history, n=1, seed=None):
+        import time
+
+        time.sleep(float(os.environ.get("ENIGMA_TEST_DELAY", "0.05")))
+        return super().respond(history, n, seed)
+
+
+def slow_counting():
+    return SlowCountingAgent()

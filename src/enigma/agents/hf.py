@@ -58,6 +58,13 @@ def convert_gguf(gguf: Path, cache_dir: Path) -> Path:
     try:
         tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
         model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name)
+        # transformers dequantises GGUF tensors on load, yet keeps the GGUF quantiser attached,
+        # which refuses to save: the weights are plain floats, so drop it and save them as such.
+        model.hf_quantizer = None
+        if hasattr(model.config, "quantization_config"):
+            del model.config.quantization_config
+        if hasattr(model, "is_quantized"):
+            model.is_quantized = False
         tok.save_pretrained(tmp)
         model.save_pretrained(tmp)
         os.replace(tmp, out)  # atomic: a concurrent or interrupted conversion never leaves half a dir
@@ -106,8 +113,10 @@ class HFAgent:
     def prompt(self, history: History) -> str:
         turns = list(history)[-self.settings.max_history_turns :] if self.settings.max_history_turns else []
         messages = [{"role": _ROLE[t.role], "content": t.text} for t in turns]
-        if self.settings.system_prompt:
-            messages.insert(0, {"role": "system", "content": self.settings.system_prompt})
+        if self.settings.system_prompt or not messages:
+            # An opening has no turns, and chat templates refuse an empty conversation: it is
+            # prompted by the system message alone (empty unless one is configured).
+            messages.insert(0, {"role": "system", "content": self.settings.system_prompt or ""})
         return self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
 
     def respond(self, history: History, n: int = 1, seed: int | None = None) -> list[str]:

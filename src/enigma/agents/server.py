@@ -5,7 +5,6 @@ messages are dropped because the agent interface has no system turn), ``GET /hea
 When ``api_key`` is given, requests must carry it as a Bearer token.
 """
 
-from __future__ import annotations
 
 import hmac
 import time
