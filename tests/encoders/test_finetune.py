@@ -122,13 +122,20 @@ def test_gradients_reach_the_encoder_and_dropout_is_off(tiny_bert, tiny_tokenize
     assert grad is not None and grad.abs().sum() > 0
 
 
-def test_inconsistent_sample_counts_are_named(tiny_bert, tiny_tokenizer):
+def test_missing_samples_are_zero_and_turn_limits_named(tiny_bert, tiny_tokenizer):
     enc = FinetunePairEncoder(tiny_bert, tokenizer=tiny_tokenizer)
-    bad = DialogueActions("bad", DIALOGUES[1].turns, (0, 2), (("a", "b"), ("c",)))
-    with pytest.raises(PackingError, match="dialogue bad, agent turn 1: 1 target replies, expected 2"):
-        enc.prepare([DIALOGUES[0], bad], 3)
+    fewer = DialogueActions("fewer", DIALOGUES[1].turns, (0, 2), (("hello", "hi there"), ("monday",)))
+    prepared = enc.prepare([DIALOGUES[0], fewer], 3)
+    assert prepared.n_samples == 2
+    with torch.no_grad():
+        _, target = enc(prepared, torch.tensor([1]))
+    assert not target[0, 1, 1].any() and target[0, 1, 0].abs().sum() > 0
+    torch.testing.assert_close(target[0, 1, 0], _reference_vector(enc, list(fewer.turns[:2]), "monday"), atol=1e-5, rtol=1e-4)
     with pytest.raises(PackingError, match="dialogue d1: 2 agent turns, more than max_agent_turns=1"):
         enc.prepare([DIALOGUES[0]], 1)
+    bad = DialogueActions("bad", DIALOGUES[1].turns, (0, 2), (("a",),))
+    with pytest.raises(PackingError, match="dialogue bad: 2 agent turns but target replies for 1"):
+        enc.prepare([bad], 3)
 
 
 def test_long_dialogue_is_truncated_to_the_position_limit(tiny_bert, tiny_tokenizer):

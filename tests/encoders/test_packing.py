@@ -111,9 +111,15 @@ def test_truncation_caps_utterances_then_shrinks_to_fit():
     [
         ([0], [[[1]]], "agent_turns\\[0\\] = 0 is not the index of an agent turn"),
         ([1], [[[1]], [[2]]], "1 agent turns but target replies for 2"),
-        ([1, 3], [[[1]], [[2], [3]]], "same number"),
+        ([1, 3], [[[1]], [[2], [3]], [[4]]], "2 agent turns but target replies for 3"),
     ],
 )
 def test_malformed_dialogues_are_named(agent_turns, targets, message):
     with pytest.raises(PackingError, match="dialogue bad: .*" + message):
         pack_dialogue("bad", ["user", "agent", "user", "agent"], [[5]] * 4, agent_turns, targets, cls_id=CLS, sep_id=SEP, cap=4)
+
+
+def test_turns_may_have_different_sample_counts():
+    p = pack_dialogue("d", ["user", "agent", "user", "agent"], [[5]] * 4, [1, 3], [[[6]], [[7], [8]]], cls_id=CLS, sep_id=SEP, cap=4)
+    assert p.target_last.shape == (2, 2)
+    assert p.target_last[0, 1] == -1 and (p.target_last[1] >= 0).all()

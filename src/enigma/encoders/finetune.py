@@ -32,6 +32,9 @@ from enigma.encoders.weights import resolve_weights
 
 @dataclass
 class FinetunePrepared:
+    """Packed dialogues; ``n_samples`` is the most target replies any agent turn has (turns
+    with fewer get zero vectors in the missing sample slots)."""
+
     packs: list[PackedDialogue]
     max_agent_turns: int
     n_samples: int
@@ -136,21 +139,18 @@ class FinetunePairEncoder(PairEncoder):
                     texts.setdefault(reply, len(texts))
         ordered = list(texts)
         token_ids = self.tokenizer(ordered, add_special_tokens=False)["input_ids"] if ordered else []
-        n_samples: int | None = None
+        n_samples = 1
         packs: list[PackedDialogue] = []
         for d in dialogues:
             if d.n_agent_turns > max_agent_turns:
                 raise PackingError(
                     f"dialogue {d.dialog_id}: {d.n_agent_turns} agent turns, more than max_agent_turns={max_agent_turns}"
                 )
-            for k, replies in enumerate(d.target_replies):
-                if n_samples is None:
-                    n_samples = len(replies)
-                elif len(replies) != n_samples:
-                    raise PackingError(
-                        f"dialogue {d.dialog_id}, agent turn {k}: {len(replies)} target replies, expected {n_samples} "
-                        f"(every turn needs the same number of samples)"
-                    )
+            if len(d.target_replies) != d.n_agent_turns:
+                raise PackingError(
+                    f"dialogue {d.dialog_id}: {d.n_agent_turns} agent turns but target replies for {len(d.target_replies)}"
+                )
+            n_samples = max([n_samples, *(len(r) for r in d.target_replies)])
             packs.append(
                 pack_with_limit(
                     d.dialog_id,
@@ -164,7 +164,7 @@ class FinetunePairEncoder(PairEncoder):
                     max_positions=self.max_positions,
                 )
             )
-        return FinetunePrepared(packs=packs, max_agent_turns=max_agent_turns, n_samples=n_samples or 1)
+        return FinetunePrepared(packs=packs, max_agent_turns=max_agent_turns, n_samples=n_samples)
 
     def batch_tensors(self, prepared: FinetunePrepared, index: torch.Tensor) -> dict[str, torch.Tensor]:
         """Padded model inputs and gather indices for the dialogues at ``index`` (CPU)."""

@@ -54,7 +54,7 @@ class PackedDialogue:
     segment: np.ndarray  # [L] int32: history segment number; for target tokens that of their logged reply
     branch: np.ndarray  # [L] int32: 0 for history tokens, a distinct id > 0 per target segment
     logged_last: np.ndarray  # [K] int64: index of the last token of each logged reply
-    target_last: np.ndarray  # [K, S] int64: index of the last token of each target reply
+    target_last: np.ndarray  # [K, S] int64: index of the last token of each target reply, -1 if absent
     cap: int  # the per-utterance token cap actually used
 
     @property
@@ -85,9 +85,6 @@ def pack_dialogue(
         raise PackingError(
             f"dialogue {dialog_id}: {len(agent_turns)} agent turns but target replies for {len(target_tokens)}"
         )
-    n_samples = {len(t) for t in target_tokens}
-    if len(n_samples) > 1 or (n_samples and 0 in n_samples):
-        raise PackingError(f"dialogue {dialog_id}: every agent turn needs the same number (>= 1) of target replies")
     slot_of_turn: dict[int, int] = {}
     for k, t in enumerate(agent_turns):
         if not 0 <= t < len(roles) or roles[t] != "agent":
@@ -95,7 +92,8 @@ def pack_dialogue(
         if k and t <= agent_turns[k - 1]:
             raise PackingError(f"dialogue {dialog_id}: agent_turns must be increasing (got {list(agent_turns)})")
         slot_of_turn[t] = k
-    n_s = n_samples.pop() if n_samples else 0
+    # Turns may have different numbers of samples; absent ones keep index -1 (zero vectors).
+    n_s = max((len(t) for t in target_tokens), default=0)
 
     ids: list[int] = [cls_id]
     pos: list[int] = [0]

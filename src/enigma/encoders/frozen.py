@@ -1,0 +1,164 @@
+"""The frozen pair encoder: state-action vectors assembled from cached sentence embeddings.
+
+The CPU default. Every utterance is embedded once by the frozen sentence encoder through
+``EmbeddingCache`` (on disk, keyed by text), so across a leave-one-agent-out study only each
+held-out agent's own sampled replies are new; the logged dialogues are never re-encoded.
+
+Featurisation of the pair (history ``turns[:t]``, reply ``a``) at agent turn ``k``:
+
+    [ e(a) | e(last user utterance) | e(previous agent reply) | mean e(earlier turns) | onehot(k) ]
+
+* ``e(a)``: the action. The logged and target pairs of a turn differ only in this block.
+* the last user utterance: what the reply answers; the most informative part of the state.
+* the previous agent reply: the agent's own last move (consistency, repetition).
+* the mean of the remaining earlier turns: a cheap summary of the longer history, so states
+  with the same last exchange but different pasts are still told apart.
+* ``onehot(k)``: the agent-turn position (bucketed: ``k >= position_buckets - 1`` share the last
+  bucket). The DICE chain is per slot, so where in the dialogue a pair sits matters.
+A block with nothing to show (no such turn, or a blank utterance, e.g. the empty first user
+turn of dialogues that the agent opens) is zeros. ``e`` is the mean-pooled, L2-normalised
+sentence embedding; the summary block is a mean of unit vectors, not renormalised.
+
+``prepare`` looks every text up once and returns index tensors into one embedding table (its
+row 0 is the zero vector; the history summaries are appended as extra rows), so ``forward`` is
+a lookup. With ``projection_dim`` a trainable linear map (and the encoder's ``dim``) sits on top;
+without it the encoder has no parameters and the trainer can compute its outputs once.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import nn
+
+from enigma.encoders.base import DialogueActions, PairEncoder
+from enigma.encoders.text_cache import EmbeddingCache
+
+
+@dataclass
+class FrozenPrepared:
+    table: torch.Tensor  # [R, d] float32; row 0 is zeros
+    logged_reply: torch.Tensor  # [N, K] rows of the logged replies
+    target_reply: torch.Tensor  # [N, K, S] rows of the target replies
+    last_user: torch.Tensor  # [N, K]
+    prev_agent: torch.Tensor  # [N, K]
+    summary: torch.Tensor  # [N, K] rows of the history summaries
+    position: torch.Tensor  # [N, K] bucketed agent-turn index
+    valid: torch.Tensor  # [N, K] bool: a real agent turn
+    target_valid: torch.Tensor  # [N, K, S] bool: a real sample
+
+    def __len__(self) -> int:
+        return int(self.valid.shape[0])
+
+
+class FrozenPairEncoder(PairEncoder):
+    """``FrozenPairEncoder(EmbeddingCache("minilm", cache_dir))`` or ``FrozenPairEncoder()``."""
+
+    def __init__(
+        self,
+        cache: EmbeddingCache | None = None,
+        *,
+        model: str | os.PathLike[str] = "minilm",
+        cache_dir: str | os.PathLike[str] | None = None,
+        position_buckets: int = 16,
+        projection_dim: int | None = None,
+    ) -> None:
+        super().__init__()
+        if position_buckets < 1:
+            raise ValueError("position_buckets must be >= 1")
+        if projection_dim is not None and projection_dim < 1:
+            raise ValueError("projection_dim must be >= 1 or None")
+        self.cache = cache if cache is not None else EmbeddingCache(model, cache_dir)
+        self.text_dim = self.cache.dim
+        self.position_buckets = position_buckets
+        self.feature_dim = 4 * self.text_dim + position_buckets
+        self.projection = nn.Linear(self.feature_dim, projection_dim) if projection_dim else None
+        self.dim = projection_dim or self.feature_dim
+
+    def prepare(self, dialogues: list[DialogueActions], max_agent_turns: int) -> FrozenPrepared:
+        rows: dict[str, int] = {}
+
+        def row(text: str) -> int:
+            if not text.strip():
+                return 0
+            return rows.setdefault(text, len(rows) + 1)
+
+        n, k_max = len(dialogues), max_agent_turns
+        s_max = max((len(r) for d in dialogues for r in d.target_replies), default=1) or 1
+        logged = torch.zeros((n, k_max), dtype=torch.long)
+        target = torch.zeros((n, k_max, s_max), dtype=torch.long)
+        last_user = torch.zeros((n, k_max), dtype=torch.long)
+        prev_agent = torch.zeros((n, k_max), dtype=torch.long)
+        position = torch.zeros((n, k_max), dtype=torch.long)
+        valid = torch.zeros((n, k_max), dtype=torch.bool)
+        target_valid = torch.zeros((n, k_max, s_max), dtype=torch.bool)
+        # earlier-history summaries: per (dialogue, turn) the text rows to average
+        summary_members: list[tuple[int, int, list[int]]] = []
+        for i, d in enumerate(dialogues):
+            _check(d, max_agent_turns)
+            for k, t in enumerate(d.agent_turns):
+                history = d.turns[:t]
+                user_at = next((j for j in range(t - 1, -1, -1) if history[j].role == "user"), None)
+                agent_at = next((j for j in range(t - 1, -1, -1) if history[j].role == "agent"), None)
+                logged[i, k] = row(d.turns[t].text)
+                for s, reply in enumerate(d.target_replies[k]):
+                    target[i, k, s] = row(reply)
+                    target_valid[i, k, s] = True
+                last_user[i, k] = row(history[user_at].text) if user_at is not None else 0
+                prev_agent[i, k] = row(history[agent_at].text) if agent_at is not None else 0
+                earlier = [row(history[j].text) for j in range(t) if j not in (user_at, agent_at)]
+                summary_members.append((i, k, [r for r in earlier if r]))
+                position[i, k] = min(k, self.position_buckets - 1)
+                valid[i, k] = True
+        texts = list(rows)
+        vectors = self.cache.embed(texts) if texts else np.zeros((0, self.text_dim), np.float32)
+        base = np.concatenate([np.zeros((1, self.text_dim), np.float32), vectors])
+        summary = torch.zeros((n, k_max), dtype=torch.long)
+        summaries = np.zeros((len(summary_members), self.text_dim), np.float32)
+        for m, (i, k, members) in enumerate(summary_members):
+            if members:
+                summaries[m] = base[members].mean(axis=0)
+                summary[i, k] = len(base) + m
+        table = torch.from_numpy(np.concatenate([base, summaries]))
+        return FrozenPrepared(table, logged, target, last_user, prev_agent, summary, position, valid, target_valid)
+
+    def forward(self, prepared: FrozenPrepared, index: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        index = index.cpu()
+        table = prepared.table
+        valid = prepared.valid[index]  # [B, K]
+        state = torch.cat(
+            [
+                table[prepared.last_user[index]],
+                table[prepared.prev_agent[index]],
+                table[prepared.summary[index]],
+                nn.functional.one_hot(prepared.position[index], self.position_buckets).to(table.dtype),
+            ],
+            dim=-1,
+        )  # [B, K, 3d + P]
+        target_reply = table[prepared.target_reply[index]]  # [B, K, S, d]
+        logged = torch.cat([table[prepared.logged_reply[index]], state], dim=-1)
+        target = torch.cat([target_reply, state.unsqueeze(2).expand(-1, -1, target_reply.shape[2], -1)], dim=-1)
+        target_valid = prepared.target_valid[index]
+        if self.projection is not None:
+            device = self.projection.weight.device
+            logged, target = self.projection(logged.to(device)), self.projection(target.to(device))
+            valid, target_valid = valid.to(device), target_valid.to(device)
+        logged = logged * valid.unsqueeze(-1).to(logged.dtype)
+        target = target * target_valid.unsqueeze(-1).to(target.dtype)
+        return logged, target
+
+
+def _check(d: DialogueActions, max_agent_turns: int) -> None:
+    if d.n_agent_turns > max_agent_turns:
+        raise ValueError(f"dialogue {d.dialog_id}: {d.n_agent_turns} agent turns, more than max_agent_turns={max_agent_turns}")
+    if len(d.target_replies) != d.n_agent_turns:
+        raise ValueError(f"dialogue {d.dialog_id}: {d.n_agent_turns} agent turns but target replies for {len(d.target_replies)}")
+    for k, t in enumerate(d.agent_turns):
+        if not 0 <= t < len(d.turns) or d.turns[t].role != "agent":
+            raise ValueError(f"dialogue {d.dialog_id}: agent_turns[{k}] = {t} is not the index of an agent turn")
+        for s, reply in enumerate(d.target_replies[k]):
+            if not isinstance(reply, str):
+                raise ValueError(f"dialogue {d.dialog_id}, agent turn {k}, sample {s}: target reply is {type(reply).__name__}, expected str")

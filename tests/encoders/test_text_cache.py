@@ -1,0 +1,111 @@
+"""EmbeddingCache: correct vectors, hits and misses, resume after an interruption, sharing."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from enigma.encoders.text_cache import EmbeddingCache
+
+TEXTS = ["hello how can i help you today", "book a flight", "sorry no cheaper flight", "", "ok book it thanks bye"]
+
+
+def _cache(model_dir, cache_dir, **kw) -> EmbeddingCache:
+    return EmbeddingCache(str(model_dir), cache_dir, progress=False, **kw)
+
+
+def test_vectors_are_normalised_mean_pooled_hidden_states(tiny_model_dir, tmp_path, tiny_tokenizer):
+    from transformers import AutoModel
+
+    cache = _cache(tiny_model_dir, tmp_path)
+    out = cache.embed(TEXTS)
+    assert out.shape == (5, 32) and out.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(out, axis=1), 1.0, rtol=1e-5)
+    model = AutoModel.from_pretrained(tiny_model_dir).eval()
+    for text, vec in zip(TEXTS, out):
+        enc = tiny_tokenizer(text, return_tensors="pt")
+        with torch.no_grad():
+            mean = model(**enc).last_hidden_state[0].mean(0)  # one sentence: no padding to mask
+        np.testing.assert_allclose(vec, (mean / mean.norm()).numpy(), atol=1e-5)
+
+
+def test_hits_are_not_re_encoded_and_order_is_kept(tiny_model_dir, tmp_path):
+    cache = _cache(tiny_model_dir, tmp_path, batch_size=2)
+    first = cache.embed(TEXTS[:3])
+    assert cache.encoded_count == 3
+    both = cache.embed([TEXTS[2], TEXTS[4], TEXTS[0], TEXTS[4]])  # one new text, repeated
+    assert cache.encoded_count == 4
+    np.testing.assert_array_equal(both[0], first[2])
+    np.testing.assert_array_equal(both[2], first[0])
+    np.testing.assert_array_equal(both[1], both[3])
+    assert cache.embed([]).shape == (0, 32)
+    # A fresh instance (e.g. the next held-out agent's process) finds everything on disk.
+    again = _cache(tiny_model_dir, tmp_path)
+    np.testing.assert_array_equal(again.embed(TEXTS[:3]), first)
+    assert again.encoded_count == 0 and again._model is None  # the model was never loaded
+    assert len(again) == 4
+
+
+def test_resume_after_interruption_keeps_finished_shards(tiny_model_dir, tmp_path):
+    texts = [f"flight number {i} to boston" for i in range(10)]
+    cache = _cache(tiny_model_dir, tmp_path, batch_size=2, shard_size=2)
+    real_batch = cache._encode_batch
+    calls = {"n": 0}
+
+    def interrupted(batch):
+        calls["n"] += 1
+        if calls["n"] == 4:
+            raise KeyboardInterrupt  # the user pressed Ctrl-C during the fourth batch
+        return real_batch(batch)
+
+    cache._encode_batch = interrupted
+    with pytest.raises(KeyboardInterrupt):
+        cache.embed(texts)
+    assert len(list(cache.dir.glob("shard-*.npz"))) == 3
+    assert not list(cache.dir.glob(".tmp-*"))
+    resumed = _cache(tiny_model_dir, tmp_path, batch_size=2)
+    out = resumed.embed(texts)
+    assert resumed.encoded_count == 4  # only the 4 texts not yet on disk
+    reference = _cache(tiny_model_dir, tmp_path / "fresh").embed(texts)
+    np.testing.assert_allclose(out, reference, atol=1e-6)
+
+
+def test_concurrent_instances_see_each_others_shards_and_compact(tiny_model_dir, tmp_path):
+    a = _cache(tiny_model_dir, tmp_path)
+    b = _cache(tiny_model_dir, tmp_path)
+    assert len(b) == 0
+    va = a.embed(TEXTS[:2])
+    vb = b.embed(TEXTS[:3])  # b picks up a's shard before deciding what to encode
+    assert b.encoded_count == 1
+    np.testing.assert_array_equal(vb[:2], va)
+    b.compact()
+    assert len(list(b.dir.glob("shard-*.npz"))) == 1
+    c = _cache(tiny_model_dir, tmp_path)
+    np.testing.assert_array_equal(c.embed(TEXTS[:3]), vb)
+    assert c.encoded_count == 0
+
+
+def test_namespace_depends_on_model_and_settings(tiny_model_dir, tmp_path):
+    assert _cache(tiny_model_dir, tmp_path).dir != _cache(tiny_model_dir, tmp_path, max_length=16).dir
+    assert _cache(tiny_model_dir, tmp_path).dir != EmbeddingCache("minilm", tmp_path, progress=False).dir
+
+
+def test_bad_input_is_named(tiny_model_dir, tmp_path):
+    cache = _cache(tiny_model_dir, tmp_path)
+    with pytest.raises(TypeError, match="item 1 is NoneType, expected str"):
+        cache.embed(["ok", None])  # type: ignore[list-item]
+    cache.embed(["ok"])
+    shard = next(cache.dir.glob("shard-*.npz"))
+    shard.write_bytes(b"garbage")
+    with pytest.raises(RuntimeError, match=f"shard {shard} is unreadable.*delete it"):
+        _cache(tiny_model_dir, tmp_path).embed(["ok"])
+
+
+@pytest.mark.slow
+def test_real_minilm_similarity(tmp_path):
+    torch.set_num_threads(1)
+    cache = EmbeddingCache("minilm", tmp_path, progress=False)
+    v = cache.embed(["I want to book a flight to Boston.", "Please book me a plane ticket to Boston.", "The cat sat on the mat."])
+    assert v.shape == (3, 384)
+    assert v[0] @ v[1] > 0.6 > v[0] @ v[2]
