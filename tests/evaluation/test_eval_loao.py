@@ -1,0 +1,182 @@
+"""The leave-one-agent-out runner: what estimators may see, results, resume."""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow as pa
+import pytest
+
+from enigma.comparators.baselines import ExperienceMean, ReplyLength
+from enigma.contracts import Regime
+from enigma.evaluation import loao
+from enigma.evaluation.errors import EvaluationError
+from tests.evaluation.eval_fixtures import RATINGS, RecordingMean, make_store, target_actions_for
+
+WORDS = {f"agent{k}": k + 1 for k in range(6)}
+
+
+def _sources(store, **kw):
+    return loao.HeldOutSources(target_actions=target_actions_for(store, WORDS), **kw)
+
+
+def test_never_gives_the_held_out_agents_rated_dialogues(store):
+    est = RecordingMean()
+    held_out_dialogs = {a: {d for d in store.dialogues.column("dialog_id").to_pylist() if d.startswith(a + "-")} for a in store.agents()}
+    table = loao.run_loao(store, [est], _sources(store), progress=False)
+    assert len(est.calls) == 6
+    for call in est.calls:
+        a = call["agent_id"]
+        assert a not in call["experience_agents"]
+        assert not (held_out_dialogs[a] & call["experience_dialogs"])
+        assert len(call["experience_dialogs"]) == 20
+        acts = call["target"].target_actions
+        # The source answered at every logged state, the held-out agent's own included: those
+        # rows must not reach the estimator.
+        assert set(acts.column("dialog_id").to_pylist()) <= call["experience_dialogs"]
+        assert acts.num_rows == 40
+        # Regime (a) only: nothing else about the agent.
+        assert call["target"].rollouts is None and call["target"].unrated_dialogues is None
+    diag = json.loads(table["diagnostics"].iloc[0])
+    assert diag["target_actions_outside_experience_dropped"] == 8
+    assert sorted(table.columns) == sorted(loao.RESULT_COLUMNS)
+    assert len(table) == 6 * len(RATINGS)
+    assert set(table["regime"]) == {"replies-at-logged-states"}
+
+
+def test_regimes_decide_what_the_target_carries(store):
+    none_est = RecordingMean("none", {Regime.NONE})
+    unrated_est = RecordingMean("unrated", {Regime.OWN_UNRATED_DIALOGUES})
+    sources = _sources(
+        store,
+        unrated_dialogues=loao.own_dialogues_unrated(store),
+        labels={"replies-at-logged-states": "from transcripts: an approximation", "benchmark": "test"},
+    )
+    table = loao.run_loao(store, [none_est, unrated_est], sources, agents=["agent2"], progress=False)
+    t = none_est.calls[0]["target"]
+    assert t.target_actions is None and t.unrated_dialogues is None
+    assert t.labels == {"benchmark": "test"}  # the regime-(a) label does not apply to it
+    u = unrated_est.calls[0]["target"].unrated_dialogues
+    assert set(u.agents()) == {"agent2"} and u.dialogues.num_rows == 4
+    for name in u.dialogues.schema.names:
+        if name.startswith(("rating_", "raw_")) or name == "meta":
+            assert u.dialogues.column(name).null_count == u.dialogues.num_rows, name
+    assert json.loads(table[table.estimator == "none"]["labels"].iloc[0]) == {"benchmark": "test"}
+
+
+def test_missing_source_is_a_clear_error(store):
+    with pytest.raises(EvaluationError, match="no target_actions source"):
+        loao.run_loao(store, [RecordingMean()], loao.HeldOutSources(), progress=False)
+    with pytest.raises(EvaluationError, match="no dialogues in the store"):
+        loao.run_loao(store, [RecordingMean()], _sources(store), agents=["nobody"], progress=False)
+
+
+def test_real_comparators_through_the_protocol(store):
+    ests = [ExperienceMean(), ReplyLength(Regime.REPLIES_AT_LOGGED_STATES)]
+    table = loao.run_loao(store, ests, _sources(store), progress=False)
+    mean = table[(table.estimator == "experience-mean") & (table.rating == "enjoy")].set_index("agent_id")["estimate"]
+    # The experience mean of agent k is the mean of the other agents' ratings: it falls as k's
+    # own (high) ratings leave the experience.
+    assert mean["agent0"] > mean["agent5"]
+    length = table[(table.estimator.str.startswith("reply-length")) & (table.rating == "enjoy")].set_index("agent_id")["estimate"]
+    assert length["agent5"] > length["agent0"]  # longer replies were rated higher in this store
+
+
+def test_resume_skips_finished_work_and_reruns_on_change(tmp_path, store):
+    est = RecordingMean()
+    first = loao.run_loao(store, [est], _sources(store), results_dir=tmp_path, progress=False)
+    assert len(est.calls) == 6
+    again = loao.run_loao(store, [est], _sources(store), results_dir=tmp_path, progress=False)
+    assert len(est.calls) == 6  # nothing recomputed
+    assert again["estimate"].tolist() == first["estimate"].tolist()
+    # A torn result file is recomputed, the others are kept.
+    loao.result_path(tmp_path, est.name, "agent3").write_text('{"fingerprint": ')
+    loao.run_loao(store, [est], _sources(store), results_dir=tmp_path, progress=False)
+    assert [c["agent_id"] for c in est.calls[6:]] == ["agent3"]
+    # Different experience data (an agent's ratings changed): everything depending on it reruns.
+    changed = make_store(seed=1)
+    loao.run_loao(changed, [est], _sources(changed), results_dir=tmp_path, progress=False)
+    assert len(est.calls) == 7 + 6
+    # Without resume, everything runs.
+    loao.run_loao(changed, [est], _sources(changed), results_dir=tmp_path, resume=False, progress=False)
+    assert len(est.calls) == 7 + 12
+    assert loao.read_results(tmp_path)["estimate"].notna().all()
+
+
+class Failing(RecordingMean):
+    attempts: list[str]
+
+    def estimate(self, experience, target):
+        self.attempts = getattr(self, "attempts", []) + [target.agent_id]
+        if target.agent_id == "agent1":
+            raise RuntimeError("remote agent timed out")
+        return super().estimate(experience, target)
+
+
+def test_failures_are_recorded_not_saved_and_retried(tmp_path, store):
+    est = Failing("flaky")
+    with pytest.raises(RuntimeError):
+        loao.run_loao(store, [est], _sources(store), results_dir=tmp_path, progress=False)
+    table = loao.run_loao(store, [est], _sources(store), results_dir=tmp_path, errors="record", progress=False)
+    bad = table[table.agent_id == "agent1"]
+    assert bad["estimate"].isna().all() and bad["error"].str.contains("timed out").all()
+    assert not loao.result_path(tmp_path, "flaky", "agent1").exists()
+    n = len(est.attempts)
+    loao.run_loao(store, [est], _sources(store), results_dir=tmp_path, errors="record", progress=False)
+    assert est.attempts[n:] == ["agent1"]  # only the failed one is retried
+
+
+class RichResult:
+    """Shaped like ENIGMA's EnigmaResult: nested estimates, diagnostics and curves per run."""
+
+    def __init__(self, estimates, curves):
+        self.estimates = estimates
+        self.diagnostics = {"all": {"ess": 12.5, "converged": True}, "n_dialogues": 20, "config": {"lr": 1e-3}}
+        self.curves = curves
+
+
+class FullEstimator(RecordingMean):
+    name = "enigma"
+
+    def __init__(self):
+        super().__init__("enigma")
+
+    def estimate_full(self, experience, target):
+        plain = self.estimate(experience, target)
+        nested = {r: {"estimate": v, "unnormalised": v * 0.9, "ess": 12.5, "n": 20} for r, v in plain.items()}
+        curve = [{"step": s, "loss": 1.0 / s, **{f"estimate_{r}": v + 0.1 / s for r, v in plain.items()}} for s in (10, 20, 30)]
+        return RichResult(nested, {"all": curve})
+
+
+def test_estimate_full_extras_and_curves(tmp_path, store):
+    table = loao.run_loao(store, [FullEstimator()], _sources(store), results_dir=tmp_path, progress=False)
+    row = table.iloc[0]
+    assert row["unnormalised"] == pytest.approx(row["estimate"] * 0.9) and row["ess"] == 12.5
+    diag = json.loads(row["diagnostics"])
+    assert diag["all"] == {"ess": 12.5, "converged": True} and diag["n_dialogues"] == 20
+    curves = loao.read_curves(tmp_path)
+    assert len(curves) == 6 * 3 and {"estimator", "agent_id", "run", "step", "estimate_enjoy"} <= set(curves.columns)
+
+
+class BadOutput(RecordingMean):
+    def estimate(self, experience, target):
+        return {"enjoy": 0.5}
+
+
+def test_estimator_output_is_checked(store):
+    with pytest.raises(EvaluationError, match="no estimate for rating 'fluency'"):
+        loao.run_loao(store, [BadOutput("bad")], _sources(store), progress=False)
+    with pytest.raises(EvaluationError, match="estimate is nan"):
+        loao.normalise_result({"enjoy": float("nan")}, ["enjoy"], "e", "a")
+
+
+def test_read_results_names_the_row_and_field(tmp_path):
+    import pandas as pd
+
+    p = tmp_path / "r.csv"
+    pd.DataFrame({"estimator": ["e", "e"], "agent_id": ["a", "b"], "rating": ["enjoy", "enjoy"], "estimate": [0.5, "x"]}).to_csv(p, index=False)
+    with pytest.raises(EvaluationError, match=r"row 2 .*field 'estimate'"):
+        loao.read_results(p)
+    with pytest.raises(EvaluationError, match="missing column"):
+        pd.DataFrame({"estimator": ["e"]}).to_csv(p, index=False)
+        loao.read_results(p)
