@@ -247,3 +247,9 @@ def require_scales(spec: SourceSpec, source: str) -> None:
             f"no rating scales declared for source {source!r}: params.yaml needs "
             f"ingest.sources.{source}.ratings (run from the repository root or pass --params)"
         )
+
+
+def known_id(obj: Any, key: str) -> str | None:
+    """The record's id when it has a usable one, so that its reject row can name it."""
+    value = obj.get(key) if isinstance(obj, dict) else None
+    return value if isinstance(value, str) else None

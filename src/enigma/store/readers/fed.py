@@ -76,8 +76,8 @@ def _ratings(annotations, spec: SourceSpec) -> tuple[dict[str, float], dict[str,
 
 def read(path: str | Path, config: IngestConfig, spec: SourceSpec | None = None) -> ReadResult:
     spec = spec or config.source(SOURCE)
-    require_scales(spec, SOURCE)
     path = existing_path(path, "FED data")
+    require_scales(spec, SOURCE)
     f = path / FILE_NAME if path.is_dir() else path
     if not f.is_file():
         raise IngestError(f"{path}: no {FILE_NAME} in this directory (FED data)")

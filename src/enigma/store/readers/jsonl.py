@@ -22,6 +22,7 @@ from enigma.store.readers.base import (
     existing_path,
     input_files,
     iter_lines,
+    known_id,
     parse_json_line,
     progress,
 )
@@ -70,10 +71,12 @@ def read(path: str | Path, config: IngestConfig, spec: SourceSpec | None = None)
             if error:
                 builder.reject(f, lineno, None, error)
                 continue
+            obj = None
             try:
-                rec = _parse(parse_json_line(text))
+                obj = parse_json_line(text)
+                rec = _parse(obj)
             except RecordRejected as exc:
-                builder.reject(f, lineno, exc.field, exc.reason, exc.dialog_id)
+                builder.reject(f, lineno, exc.field, exc.reason, exc.dialog_id or known_id(obj, "dialog_id"))
                 continue
             builder.add(f, lineno, **rec)
         if n_lines == 0:

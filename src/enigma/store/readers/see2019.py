@@ -22,6 +22,7 @@ from enigma.store.readers.base import (
     require_scales,
     input_files,
     iter_lines,
+    known_id,
     parse_json_line,
     progress,
 )
@@ -71,8 +72,8 @@ def _parse(obj, spec: SourceSpec) -> dict:
 
 def read(path: str | Path, config: IngestConfig, spec: SourceSpec | None = None) -> ReadResult:
     spec = spec or config.source(SOURCE)
-    require_scales(spec, SOURCE)
     root = _evallog_dir(existing_path(path, "See 2019 evaluation logs"))
+    require_scales(spec, SOURCE)
     builder = StoreBuilder(SOURCE, spec, config)
     files = input_files(root, "*.jsonl", "See 2019 evaluation logs")
     builder.inputs = files
@@ -83,10 +84,12 @@ def read(path: str | Path, config: IngestConfig, spec: SourceSpec | None = None)
             if error:
                 builder.reject(f, lineno, None, error)
                 continue
+            obj = None
             try:
-                rec = _parse(parse_json_line(text), spec)
+                obj = parse_json_line(text)
+                rec = _parse(obj, spec)
             except RecordRejected as exc:
-                builder.reject(f, lineno, exc.field, exc.reason, exc.dialog_id)
+                builder.reject(f, lineno, exc.field, exc.reason, exc.dialog_id or known_id(obj, "assignment_id_hashed"))
                 continue
             builder.add(f, lineno, **rec)
         if n_lines == 0:

@@ -1,0 +1,144 @@
+"""The See 2019, self-play, FED and Parquet readers on small hand-made inputs in their formats."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from enigma.store.config import load_ingest_config
+from enigma.store.experience import ExperienceStore
+from enigma.store.readers import read
+from enigma.store.readers.base import IngestError
+
+RATINGS = {"enjoy": 3, "interest": 2, "listen": 4, "turing": 1, "avoid_rep": 3, "make_sense": 4,
+           "fluency": 4, "persona_guess": 1, "inquisitive": 3}
+
+
+@pytest.fixture
+def cfg():
+    c = load_ingest_config("params.yaml")
+    c.progress = False
+    return c
+
+
+def see_record(aid: str, bot_first: bool = True, **changes) -> dict:
+    speakers = ["model", "human_evaluator"] if bot_first else ["human_evaluator", "model"]
+    rec = {
+        "assignment_id_hashed": aid,
+        "dialog": [{"speaker": speakers[i % 2], "text": f"utterance {i}"} for i in range(12)],
+        "evaluation_results": dict(RATINGS),
+        "evaluator_id_hashed": "ev1", "human_persona": "i like cats.", "model_persona": "i like dogs.",
+        "model_bucket": "", "model_name": "toy_model", "model_type": "baseline", "oz_id_hashed": None,
+        "start_time": 0.0, "total_time": 100.0,
+    }
+    rec.update(changes)
+    return rec
+
+
+def test_see2019_roles_order_normalisation_and_meta(tmp_path, cfg):
+    d = tmp_path / "evallog"
+    d.mkdir()
+    (d / "toy_model.jsonl").write_text("\n".join(json.dumps(r) for r in [see_record("a1"), see_record("a2", bot_first=False)]))
+    r = read("see2019", tmp_path, cfg)
+    assert r.dialogues.num_rows == 2 and r.turns.num_rows == 24
+    turns = r.turns.to_pylist()
+    assert turns[0]["role"] == "agent" and turns[12]["role"] == "user"  # the bot spoke first in a1
+    row = r.dialogues.to_pylist()[0]
+    assert row["rating_enjoy"] == 0.75 and row["raw_enjoy"] == 3 and row["rating_avoid_rep"] == 0.75
+    assert row["rating_persona_guess"] == 0.25
+    assert row["rating_reward"] == pytest.approx(sum(v / 4 for v in RATINGS.values()) / 9)
+    meta = json.loads(row["meta"])
+    assert meta["human_persona"] == "i like cats." and meta["first_speaker"] == "agent"
+    assert row["agent_id"] == "toy_model" and row["source"] == "see2019"
+
+
+@pytest.mark.parametrize("change, field, words", [
+    ({"evaluation_results": {**RATINGS, "enjoy": 5}}, "ratings.enjoy", "outside its scale"),
+    ({"evaluation_results": {k: v for k, v in RATINGS.items() if k != "fluency"}}, "evaluation_results.fluency", "missing"),
+    ({"dialog": [{"speaker": "robot", "text": "hi"}]}, "dialog[0].speaker", "unknown speaker"),
+    ({"model_name": None}, "model_name", "missing"),
+])
+def test_see2019_bad_records_are_rejected(tmp_path, cfg, change, field, words):
+    f = tmp_path / "toy_model.jsonl"
+    f.write_text(json.dumps(see_record("ok")) + "\n" + json.dumps(see_record("bad", **change)) + "\n")
+    r = read("see2019", f, cfg)
+    assert r.dialogues.column("dialog_id").to_pylist() == ["ok"]
+    (rej,) = r.rejects.to_pylist()
+    assert rej["record"] == 2 and rej["field"] == field and words in rej["reason"] and rej["dialog_id"] == "bad"
+
+
+def test_see2019_without_declared_scales_is_fatal(tmp_path):
+    f = tmp_path / "toy_model.jsonl"
+    f.write_text(json.dumps(see_record("ok")) + "\n")
+    from enigma.store.config import IngestConfig
+
+    with pytest.raises(IngestError, match="no rating scales declared for source 'see2019'"):
+        read("see2019", f, IngestConfig(progress=False))
+
+
+def test_selfplay_sides_and_broken_chats(tmp_path, cfg):
+    chat = [[f"a{i}", f"b{i}"] for i in range(3)]
+    (tmp_path / "bot_x.jsonl").write_text(json.dumps([chat, chat]))
+    (tmp_path / "bot_y.jsonl").write_text(json.dumps([[["x"] * 6, ["y"] * 6]]))  # the known broken shape
+    (tmp_path / "bot_z.jsonl").write_bytes(b"[[[\"a\", \"b\"]]")  # truncated JSON
+    (tmp_path / "bot_w.jsonl").write_bytes(b"")
+    r = read("see2019-selfplay", tmp_path, cfg)
+    assert r.dialogues.column("dialog_id").to_pylist() == ["selfplay:bot_x:0001", "selfplay:bot_x:0002"]
+    assert set(r.dialogues.column("source").to_pylist()) == {"see2019-selfplay"}
+    assert r.dialogues.schema.names == ["dialog_id", "agent_id", "source", "n_turns", "meta"]
+    t = r.turns.to_pylist()[:2]
+    assert (t[0]["role"], t[0]["text"], t[1]["role"], t[1]["text"]) == ("user", "a0", "agent", "b0")
+    rej = {row["source_file"].split("/")[-1]: row for row in r.rejects.to_pylist()}
+    assert rej["bot_y.jsonl"]["record"] == 1 and "pair" in rej["bot_y.jsonl"]["reason"]
+    assert rej["bot_z.jsonl"]["reason"].startswith("malformed JSON")
+    assert rej["bot_w.jsonl"]["reason"] == "empty file"
+
+
+FED_ANN = {"Coherent": [2, 2, 1, 2, 2], "Error recovery": ["N/A (no errors)", 1, 1, 2, 2], "Consistent": [1, 1, 1, 1, 0],
+           "Diverse": [0, 2, 1, 1, 2], "Depth": [0, 1, 0, 1, 2], "Likeable": [1, 1, 0, 2, 2],
+           "Understanding": [2, 1, 2, 2, 2], "Flexible": [2, 2, 1, 2, 2], "Informative": [0, 1, 0, 2, 2],
+           "Inquisitive": [2, 1, 0, 2, 2], "Overall": [3, 1, 2, 3, 4]}
+
+
+def test_fed_dialogue_level_means_and_turn_level_rejects(tmp_path, cfg):
+    entries = [
+        {"context": "User: Hi!\nSystem: Hello.\nUser: Bye", "system": "Meena", "annotations": FED_ANN},
+        {"context": "User: Hi!", "response": "System: Hey", "system": "Meena", "annotations": {"Overall": [1]}},
+        {"context": "Usr: Hi!\nSystem: Hello.", "system": "Mitsuku", "annotations": FED_ANN},
+        {"context": "User: Hi!\nSystem: Hello.", "system": "Human", "annotations": {**FED_ANN, "Overall": [5, 1]}},
+    ]
+    (tmp_path / "fed_data.json").write_text(json.dumps(entries))
+    r = read("fed", tmp_path, cfg)
+    (row,) = r.dialogues.to_pylist()
+    assert row["dialog_id"] == "fed:0001" and row["agent_id"] == "Meena" and row["n_turns"] == 3
+    assert row["raw_error_recovery"] == 1.5 and row["rating_error_recovery"] == 0.75  # N/A left out
+    assert row["raw_overall"] == 2.6 and row["rating_overall"] == pytest.approx(0.65)
+    assert [t["role"] for t in r.turns.to_pylist()] == ["user", "agent", "user"]
+    rej = r.rejects.to_pylist()
+    assert [x["record"] for x in rej] == [2, 3, 4]
+    assert "turn-level" in rej[0]["reason"] and "prefix" in rej[1]["reason"] and "outside its scale" in rej[2]["reason"]
+
+
+def test_fed_unreadable_file_is_fatal(tmp_path, cfg):
+    (tmp_path / "fed_data.json").write_bytes(b"\xff\xfe[")
+    with pytest.raises(IngestError, match="not valid UTF-8"):
+        read("fed", tmp_path, cfg)
+
+
+def test_parquet_reads_a_written_store_back(tmp_path, cfg):
+    d = tmp_path / "evallog"
+    d.mkdir()
+    (d / "toy_model.jsonl").write_text(json.dumps(see_record("a1")) + "\n{oops\n")
+    r = read("see2019", tmp_path, cfg)
+    ExperienceStore(r.dialogues, r.turns, r.rejects).write(tmp_path / "store", {"source": "see2019", "spec": r.spec.model_dump()})
+    back = read("parquet", tmp_path / "store", cfg)
+    assert back.dialogues.equals(r.dialogues) and back.turns.equals(r.turns) and back.rejects.equals(r.rejects)
+    assert back.source == "see2019" and back.spec == r.spec
+
+
+def test_parquet_not_a_store_is_fatal(tmp_path, cfg):
+    (tmp_path / "dialogues.parquet").write_text("not parquet")
+    (tmp_path / "turns.parquet").write_text("not parquet")
+    with pytest.raises(IngestError, match="not a readable Parquet file"):
+        read("parquet", tmp_path, cfg)
