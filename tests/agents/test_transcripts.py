@@ -1,0 +1,118 @@
+"""The transcript stand-ins on See 2019 self-play data, read through the store's
+``see2019-selfplay`` reader, with the real MiniLM embedding cache."""
+
+from __future__ import annotations
+
+import pyarrow.compute as pc
+import pytest
+
+from enigma.agents import AgentSpecError, approximation_label, load_agent
+from enigma.agents.config import AgentSettings, TranscriptSettings
+from enigma.agents.transcripts import context_text
+from enigma.contracts import Turn
+from enigma.sampling import sample_targets
+from enigma.store.config import IngestConfig
+from enigma.store.experience import ExperienceStore
+from enigma.store.readers import read
+
+AGENT = "greedy_model"
+N_DIALOGUES = 6
+
+
+def _first(result, n):
+    store = ExperienceStore(result.dialogues, result.turns)
+    keep = pa_slice_ids(store, n)
+    d = store.dialogues.filter(pc.is_in(store.dialogues["dialog_id"], keep))
+    t = store.turns.filter(pc.is_in(store.turns["dialog_id"], keep))
+    return ExperienceStore(d, t)
+
+
+def pa_slice_ids(store, n):
+    import pyarrow as pa
+
+    by_agent = {}
+    for did, agent in zip(store.dialogues["dialog_id"].to_pylist(), store.dialogues["agent_id"].to_pylist()):
+        by_agent.setdefault(agent, []).append(did)
+    return pa.array([d for ids in by_agent.values() for d in ids[:n]])
+
+
+@pytest.fixture(scope="module")
+def see_stores(shared_data, tmp_path_factory):
+    """(self-play store with two bots, human-log store of another bot) as store directories."""
+    root = shared_data / "see2019_convai2_humaneval"
+    tmp = tmp_path_factory.mktemp("see")
+    from pathlib import Path
+
+    from enigma.params import section
+
+    cfg = section(IngestConfig, "ingest", Path(__file__).resolve().parents[2] / "params.yaml", progress=False)
+    sp_dir = tmp / "selfplay-in"
+    sp_dir.mkdir()
+    for name in (AGENT, "baseline_model"):
+        (sp_dir / f"{name}.jsonl").write_bytes((root / "selfplay_hmjiang" / f"{name}.jsonl").read_bytes())
+    selfplay = _first(read("see2019-selfplay", sp_dir, cfg), N_DIALOGUES).write(tmp / "selfplay")
+    human = _first(read("see2019", root / "evallog" / "baseline_model.jsonl", cfg), 10).write(tmp / "human")
+    return selfplay, human
+
+
+@pytest.fixture(scope="module")
+def settings(tmp_path_factory):
+    return AgentSettings(transcripts=TranscriptSettings(embed_cache_dir=str(tmp_path_factory.mktemp("emb"))))
+
+
+def test_nearest_context_reply_and_openings(see_stores, settings):
+    selfplay, _ = see_stores
+    agent = load_agent(f"transcripts:{selfplay}?agent={AGENT}", settings)
+    store = ExperienceStore.open(selfplay).filter_agents(keep={AGENT})
+    hist = next(iter(store.histories().values()))
+    k = settings.transcripts.context_turns
+    for t in (1, 4, 7):
+        same = {h[t2].text for h in store.histories().values() for t2 in range(1, len(h))
+                if context_text(h[:t2], k) == context_text(hist[:t], k)}
+        assert agent.respond(hist[:t], n=1, seed=t)[0] in same
+    openings = {h[0].text for h in store.histories().values()}
+    drawn = {agent.respond([], n=1, seed=s)[0] for s in range(20)}
+    assert drawn <= openings and len(drawn) > 1  # the agent's own openings, drawn by seed
+    assert agent.respond(hist[:3], n=2, seed=1) == agent.respond(hist[:3], n=2, seed=1)
+    assert "approximation" in repr(agent)
+
+
+def test_unseen_state_gets_one_of_the_agents_replies(see_stores, settings):
+    selfplay, _ = see_stores
+    agent = load_agent(f"transcripts:{selfplay}?agent={AGENT}", settings)
+    reply = agent.respond([Turn("user", "do you like to cook pasta on weekends?")], n=1, seed=0)[0]
+    assert reply in set(agent.replies)
+
+
+def test_on_support_answers_with_logged_replies(see_stores, settings):
+    selfplay, human = see_stores
+    agent = load_agent(f"transcripts-onsupport:{selfplay}?agent={AGENT}&store={human}", settings)
+    logged = {r["text"] for r in ExperienceStore.open(human).turns.to_pylist() if r["role"] == "agent"}
+    history = [Turn("user", "hi! how are you today?")]
+    replies = agent.respond(history, n=3, seed=4)
+    assert set(replies) <= logged
+    direct = agent.direct.respond(history, n=3, seed=4)
+    v = agent.embedder.embed(direct)
+    nearest = [agent.logged[int((agent.logged_vectors @ x).argmax())] for x in v]
+    assert replies == nearest
+
+
+def test_sampling_with_transcripts_is_labelled(see_stores, settings, tmp_path):
+    selfplay, human = see_stores
+    spec = f"transcripts:{selfplay}?agent={AGENT}"
+    table = sample_targets(ExperienceStore.open(human), spec, cache_dir=tmp_path, settings=settings, progress=False)
+    assert table.column("error").null_count == table.num_rows > 0
+    assert table.schema.metadata[b"enigma.sampling.approximation"].decode() == approximation_label(spec)
+    assert "approximation" in approximation_label(spec)
+
+
+def test_bad_transcript_specs(see_stores, settings, tmp_path):
+    selfplay, _ = see_stores
+    with pytest.raises(AgentSpecError, match="holds 2 agents; choose one"):
+        load_agent(f"transcripts:{selfplay}", settings)
+    with pytest.raises(AgentSpecError, match="agent 'nobody' not in the store"):
+        load_agent(f"transcripts:{selfplay}?agent=nobody", settings)
+    with pytest.raises(AgentSpecError, match="not a directory"):
+        load_agent(f"transcripts:{tmp_path / 'missing'}", settings)
+    with pytest.raises(AgentSpecError, match="needs the experience store"):
+        load_agent(f"transcripts-onsupport:{selfplay}?agent={AGENT}", settings)
