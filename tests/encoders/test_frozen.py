@@ -90,6 +90,11 @@ def test_without_projection_there_is_nothing_to_train(cache):
     assert not any(True for _ in FrozenPairEncoder(cache).parameters())
 
 
+def test_built_from_a_model_name_or_directory(tiny_model_dir, tmp_path):
+    enc = FrozenPairEncoder(str(tiny_model_dir), cache_dir=tmp_path)
+    assert enc.cache.dir.parent == tmp_path and enc.text_dim == 32
+
+
 def test_malformed_dialogues_are_named(cache):
     enc = FrozenPairEncoder(cache)
     with pytest.raises(ValueError, match="dialogue d1: 3 agent turns, more than max_agent_turns=2"):

@@ -55,13 +55,13 @@ class FrozenPrepared:
 
 
 class FrozenPairEncoder(PairEncoder):
-    """``FrozenPairEncoder(EmbeddingCache("minilm", cache_dir))`` or ``FrozenPairEncoder()``."""
+    """``FrozenPairEncoder(EmbeddingCache("minilm", cache_dir))``, or a model name/directory:
+    ``FrozenPairEncoder("minilm", cache_dir=...)`` builds the cache itself."""
 
     def __init__(
         self,
-        cache: EmbeddingCache | None = None,
+        cache: EmbeddingCache | str | os.PathLike[str] = "minilm",
         *,
-        model: str | os.PathLike[str] = "minilm",
         cache_dir: str | os.PathLike[str] | None = None,
         position_buckets: int = 16,
         projection_dim: int | None = None,
@@ -71,7 +71,7 @@ class FrozenPairEncoder(PairEncoder):
             raise ValueError("position_buckets must be >= 1")
         if projection_dim is not None and projection_dim < 1:
             raise ValueError("projection_dim must be >= 1 or None")
-        self.cache = cache if cache is not None else EmbeddingCache(model, cache_dir)
+        self.cache = cache if isinstance(cache, EmbeddingCache) else EmbeddingCache(cache, cache_dir)
         self.text_dim = self.cache.dim
         self.position_buckets = position_buckets
         self.feature_dim = 4 * self.text_dim + position_buckets

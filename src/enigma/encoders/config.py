@@ -1,0 +1,75 @@
+"""Typed settings of the text encoders (the ``encode`` section of params.yaml).
+
+Which encoder the estimator uses (onehot / frozen / finetune) and which weights are the DICE
+configuration's business (``dice.encoder``, ``dice.encoder_model``); this section holds how the
+text encoders run: the embedding cache, the frozen featurisation, the packed sequence.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from enigma.params import DEFAULT_PARAMS, section
+
+
+class CacheConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    cache_dir: str | None = None  # null: $ENIGMA_CACHE_DIR/embeddings or ~/.cache/enigma/embeddings
+    batch_size: int = Field(64, ge=1)
+    max_length: int = Field(256, ge=2, description="tokens per text; longer texts keep their first ones")
+    shard_size: int = Field(2048, ge=1, description="texts per shard: an interruption loses at most this many")
+    progress: bool = True
+
+
+class FrozenConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    position_buckets: int = Field(16, ge=1)
+    projection_dim: int | None = Field(None, ge=1, description="a trainable linear map on top; null: none")
+
+
+class FinetuneConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    max_utterance_tokens: int = Field(64, ge=1)
+    gradient_checkpointing: bool = False
+    autocast: bool = True  # bf16 (fp16 where unsupported) on CUDA; ignored on CPU
+
+
+class EncodeConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    model: str = "minilm"  # minilm | mpnet | a local Hugging Face directory
+    weights_cache_dir: str | None = None  # where mpnet is unpacked; null: ~/.cache/enigma/weights
+    cache: CacheConfig = CacheConfig()
+    frozen: FrozenConfig = FrozenConfig()
+    finetune: FinetuneConfig = FinetuneConfig()
+
+    @classmethod
+    def load(cls, path: str | Path = DEFAULT_PARAMS, **overrides) -> "EncodeConfig":
+        return section(cls, "encode", path, **overrides)
+
+    def embedding_cache(self, model: str | os.PathLike[str] | None = None):
+        from enigma.encoders.text_cache import EmbeddingCache
+
+        c = self.cache
+        return EmbeddingCache(
+            model or self.model, c.cache_dir, batch_size=c.batch_size, max_length=c.max_length,
+            shard_size=c.shard_size, progress=c.progress, weights_cache_dir=self.weights_cache_dir,
+        )
+
+    def frozen_encoder(self, model: str | os.PathLike[str] | None = None):
+        from enigma.encoders.frozen import FrozenPairEncoder
+
+        return FrozenPairEncoder(
+            self.embedding_cache(model), position_buckets=self.frozen.position_buckets, projection_dim=self.frozen.projection_dim
+        )
+
+    def finetune_encoder(self, model: str | os.PathLike[str] | None = None):
+        from enigma.encoders.finetune import FinetunePairEncoder
+
+        f = self.finetune
+        return FinetunePairEncoder(
+            model or self.model, max_utterance_tokens=f.max_utterance_tokens,
+            gradient_checkpointing=f.gradient_checkpointing, autocast=f.autocast, weights_cache_dir=self.weights_cache_dir,
+        )
