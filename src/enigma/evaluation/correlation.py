@@ -161,6 +161,10 @@ def score_estimator(
     per_rating: dict[str, dict[str, object]] = {}
     draws_sum = {s: np.zeros(resamples) for s in STATS}
     flags: list[str] = []
+    # The leave-one-out mean of the other agents' values has a spread ratio of exactly
+    # 1/(n-1); with few agents that exceeds a fixed threshold, so the threshold never goes
+    # below 1.5 times it.
+    threshold = max(collapse_spread_ratio, 1.5 / (len(agents) - 1)) if len(agents) > 1 else collapse_spread_ratio
     for r in ratings:
         x, y = e[r].to_numpy(float), t[r].to_numpy(float)
         point = correlations(x, y)
@@ -176,7 +180,7 @@ def score_estimator(
         entry["spread_ratio"] = spread_ratio(x, y)
         per_rating[r] = entry
         sr = entry["spread_ratio"]
-        if isinstance(sr, float) and math.isfinite(sr) and sr < collapse_spread_ratio:
+        if isinstance(sr, float) and math.isfinite(sr) and sr < threshold:
             flags.append(
                 f"{r}: estimates spread {sr:.3f} of the truth's spread (collapse to a near-constant; "
                 f"its correlations are not evidence of skill)"

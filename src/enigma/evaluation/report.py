@@ -46,7 +46,7 @@ and only what its information regime allows about the held-out agent. Correlatio
 intervals are {{ (s.settings.confidence * 100) | round | int }}% {{ s.settings.interval }}
 ({{ s.settings.bootstrap_resamples }} resamples, seed {{ s.settings.seed }}).
 The spread ratio is std(estimates) / std(truth): near 0 the estimator has collapsed to a constant
-(flagged below {{ s.settings.collapse_spread_ratio }}), and a constant such as the leave-one-out mean
+(flagged below {{ s.settings.collapse_spread_ratio }}, or below 1.5/(n&minus;1) with few agents), and a constant such as the leave-one-out mean
 correlates &minus;1 with truth by construction.</p>
 
 <h2>Estimators side by side</h2>

@@ -22,6 +22,7 @@ import pandas as pd
 from enigma.evaluation.config import ReportConfig
 from enigma.evaluation.correlation import STATS, EstimatorScore, paired_difference, score_estimator
 from enigma.evaluation.errors import EvaluationError
+from enigma.evaluation.loao import check_results
 from enigma.evaluation.truth import truth_wide
 
 PER_RATING_KEYS = ("pearson", "spearman", "kendall", "pearson_ci95", "spearman_ci95", "kendall_ci95", "spread_ratio")
@@ -72,6 +73,7 @@ def build_summary(
     cfg = config or ReportConfig()
     if results.empty:
         raise EvaluationError(f"{benchmark}: the results table is empty")
+    results = check_results(results, source=f"{benchmark} results")
     tw = truth_wide(truth)
     ratings = list(cfg.ratings) if cfg.ratings else sorted(tw.columns)
     unknown = [r for r in ratings if r not in tw.columns]

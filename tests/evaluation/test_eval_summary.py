@@ -1,0 +1,125 @@
+"""summary.json shape, the headline sentence, truth tables and the HTML report."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from enigma.evaluation.config import ReportConfig
+from enigma.evaluation.errors import EvaluationError
+from enigma.evaluation.report import write_report
+from enigma.evaluation.summary import PER_RATING_KEYS, build_summary, read_summary
+from enigma.evaluation.truth import check_truth, read_truth, truth_from_store
+
+FAST = ReportConfig(bootstrap_resamples=100, plots=False)
+
+
+def _tables(noise: dict[str, float], n_agents: int = 8, ratings=("enjoy", "fluency"), seed: int = 0):
+    rng = np.random.default_rng(seed)
+    truth, results = [], []
+    for i in range(n_agents):
+        for r in ratings:
+            t = 0.3 + 0.05 * i + (0.1 if r == "fluency" else 0.0)
+            truth.append({"agent_id": f"a{i}", "rating": r, "value": t})
+            for est, sd in noise.items():
+                results.append({"estimator": est, "agent_id": f"a{i}", "rating": r, "estimate": t + rng.normal(0, sd),
+                                "regime": "replies-at-logged-states", "labels": json.dumps({"note": est})})
+    return pd.DataFrame(results), check_truth(pd.DataFrame(truth))
+
+
+def test_summary_has_the_issue_shape():
+    results, truth = _tables({"enigma": 0.01, "bleu": 0.2})
+    s, _ = build_summary(results, truth, "toy", FAST)
+    assert {"benchmark", "n_agents", "ratings", "estimators", "agents"} <= set(s)
+    assert s["benchmark"] == "toy" and s["n_agents"] == 8 and s["ratings"] == ["enjoy", "fluency"]
+    for name in ("enigma", "bleu"):
+        e = s["estimators"][name]
+        for r in s["ratings"]:
+            assert set(e[r]) == set(PER_RATING_KEYS)
+            assert len(e[r]["pearson_ci95"]) == 2
+        assert isinstance(e["mean_pearson"], float) and isinstance(e["mean_spearman"], float)
+        assert e["regime"] == ["replies-at-logged-states"] and e["labels"] == {"note": name}
+    cell = s["agents"]["a3"]["enjoy"]
+    assert set(cell) == {"truth", "enigma", "bleu"} and cell["truth"] == pytest.approx(0.45)
+    json.dumps(s, allow_nan=False)  # strict JSON: no NaN anywhere
+
+
+def test_headline_says_when_enigma_is_not_the_best():
+    results, truth = _tables({"enigma": 0.3, "ridge": 0.01, "bleu": 0.2})
+    s, _ = build_summary(results, truth, "toy", FAST)
+    assert s["ranking"][0]["estimator"] == "ridge"
+    assert "ENIGMA is NOT the best" in s["headline"] and "ridge ranks first" in s["headline"]
+    assert s["comparison"]["first_vs_enigma"]["difference"] > 0
+    results, truth = _tables({"enigma": 0.01, "bleu": 0.2})
+    s, _ = build_summary(results, truth, "toy", FAST)
+    assert "ENIGMA is the best here, ahead of bleu" in s["headline"]
+
+
+def test_collapsed_estimator_is_flagged_in_the_summary():
+    results, truth = _tables({"enigma": 0.01})
+    tw = truth.pivot(index="agent_id", columns="rating", values="value")
+    loo = [{"estimator": "loo-mean", "agent_id": a, "rating": r, "estimate": float(tw.drop(a)[r].mean())}
+           for a in tw.index for r in tw.columns]
+    s, _ = build_summary(pd.concat([results, pd.DataFrame(loo)]), truth, "toy", FAST)
+    e = s["estimators"]["loo-mean"]
+    assert e["enjoy"]["pearson"] == pytest.approx(-1.0) and e["enjoy"]["spread_ratio"] < 0.2
+    assert any("collapse" in f for f in e["flags"])
+
+
+def test_error_rows_are_reported_not_dropped():
+    results, truth = _tables({"enigma": 0.01})
+    results.loc[results.agent_id == "a2", "estimate"] = np.nan
+    results["error"] = np.where(results.agent_id == "a2", "RuntimeError: boom", None)
+    s, _ = build_summary(results, truth, "toy", FAST)
+    assert s["errors"] == [{"estimator": "enigma", "agent_id": "a2", "error": "RuntimeError: boom"}]
+    assert s["estimators"]["enigma"]["n_agents"] == 7 and s["agents"]["a2"]["enjoy"]["enigma"] is None
+
+
+def test_truth_from_store_is_each_agents_own_mean(store):
+    t = truth_from_store(store)
+    enjoy = store.dialogues.to_pandas().groupby("agent_id")["rating_enjoy"].mean()
+    got = t[t.rating == "enjoy"].set_index("agent_id")["value"]
+    assert got.to_dict() == pytest.approx(enjoy.to_dict())
+    assert set(t["n"]) == {4}
+    with pytest.raises(EvaluationError, match="no rating"):
+        truth_from_store(store, ["nope"])
+
+
+def test_truth_file_errors_name_row_and_field(tmp_path):
+    p = tmp_path / "truth.csv"
+    pd.DataFrame({"agent_id": ["a", "b"], "rating": ["r", "r"], "value": [0.1, "high"]}).to_csv(p, index=False)
+    with pytest.raises(EvaluationError, match=r"truth.csv: row 2: field 'value'"):
+        read_truth(p)
+    pd.DataFrame({"agent_id": ["a"], "value": [0.1]}).to_csv(p, index=False)
+    with pytest.raises(EvaluationError, match=r"missing column\(s\) \['rating'\]"):
+        read_truth(p)
+    pd.DataFrame({"agent_id": ["a", "a"], "rating": ["r", "r"], "value": [0.1, 0.2]}).to_parquet(tmp_path / "t.parquet")
+    with pytest.raises(EvaluationError, match="more than one value"):
+        read_truth(tmp_path / "t.parquet")
+
+
+def test_report_writes_summary_html_and_figures(tmp_path):
+    results, truth = _tables({"enigma": 0.05, "bleu": 0.2}, n_agents=5, ratings=("enjoy",))
+    curves = pd.DataFrame([{"estimator": "enigma", "agent_id": f"a{i}", "run": "all", "step": s, "estimate_enjoy": 0.4 + i / s}
+                           for i in range(5) for s in (10, 20)])
+    cfg = ReportConfig(bootstrap_resamples=50, plots=True)
+    s = write_report(results, truth, "toy", tmp_path / "toy", cfg, curves=curves, progress=False)
+    html = (tmp_path / "toy" / "index.html").read_text()
+    assert s["headline"] in html.replace("&#39;", "'")
+    assert "replies at logged states" in html and "note: enigma" in html
+    pngs = sorted(p.name for p in (tmp_path / "toy" / "figures").glob("*.png"))
+    assert pngs == ["bleu_error.png", "bleu_vs_truth.png", "enigma_curves.png", "enigma_error.png", "enigma_vs_truth.png", "overview.png"]
+    assert read_summary(tmp_path / "toy" / "summary.json")["n_agents"] == 5
+
+
+def test_read_summary_rejects_other_json(tmp_path):
+    p = tmp_path / "x.json"
+    p.write_text('{"benchmark": "b"}')
+    with pytest.raises(EvaluationError, match="field 'n_agents' missing"):
+        read_summary(p)
+    p.write_text("{oops")
+    with pytest.raises(EvaluationError, match="not valid JSON"):
+        read_summary(p)
