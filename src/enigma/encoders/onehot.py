@@ -1,0 +1,63 @@
+"""A tabular featuriser for small discrete dialogue problems: one one-hot vector per distinct
+state-action pair, the state being the whole history (so the padded chain is a tree).
+
+With linear heads on these features zeta and nu are tables, and the DICE saddle point can be
+checked against exact values (``tests/ope``). Pairs are identified by their text, so a target
+reply equal to the logged reply gets the same vector, as it should.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from enigma.encoders.base import DialogueActions, PairEncoder
+
+
+@dataclass
+class OneHotPrepared:
+    logged: torch.Tensor  # [N, K] pair ids, -1 past the last agent turn
+    target: torch.Tensor  # [N, K, S] pair ids, -1 where no sample
+    vocabulary: dict[tuple, int]
+
+
+def pair_key(dialogue: DialogueActions, k: int, reply: str) -> tuple:
+    """The state-action pair at agent turn ``k`` with ``reply``: the history before that turn."""
+    t = dialogue.agent_turns[k]
+    history = tuple((turn.role, turn.text) for turn in dialogue.turns[:t])
+    return history, reply
+
+
+class OneHotPairEncoder(PairEncoder):
+    def __init__(self, max_pairs: int = 20_000):
+        super().__init__()
+        self.max_pairs = max_pairs
+        self.dim = 0
+
+    def prepare(self, dialogues: list[DialogueActions], max_agent_turns: int) -> OneHotPrepared:
+        vocab: dict[tuple, int] = {}
+        s_max = max((len(r) for d in dialogues for r in d.target_replies), default=1)
+        logged = torch.full((len(dialogues), max_agent_turns), -1, dtype=torch.long)
+        target = torch.full((len(dialogues), max_agent_turns, s_max), -1, dtype=torch.long)
+        for i, d in enumerate(dialogues):
+            if d.n_agent_turns > max_agent_turns:
+                raise ValueError(f"dialogue {d.dialog_id}: {d.n_agent_turns} agent turns, more than {max_agent_turns}")
+            for k, t in enumerate(d.agent_turns):
+                logged[i, k] = vocab.setdefault(pair_key(d, k, d.turns[t].text), len(vocab))
+                for s, reply in enumerate(d.target_replies[k]):
+                    target[i, k, s] = vocab.setdefault(pair_key(d, k, reply), len(vocab))
+        if len(vocab) > self.max_pairs:
+            raise ValueError(
+                f"onehot encoder: {len(vocab)} distinct state-action pairs exceed max_pairs={self.max_pairs}; "
+                "it is meant for small tabular problems (use the frozen encoder for text)"
+            )
+        self.dim = max(len(vocab), 1)
+        return OneHotPrepared(logged, target, vocab)
+
+    def forward(self, prepared: OneHotPrepared, index: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return self._one_hot(prepared.logged[index]), self._one_hot(prepared.target[index])
+
+    def _one_hot(self, ids: torch.Tensor) -> torch.Tensor:
+        out = torch.nn.functional.one_hot(ids.clamp(min=0), self.dim).float()
+        return out * (ids >= 0).unsqueeze(-1).float()

@@ -1,0 +1,200 @@
+"""``EnigmaEstimator``: the ENIGMA estimate of a held-out agent from other agents' logs.
+
+It reads the held-out agent's replies at the logged states (``HeldOutAgent.target_actions``),
+pairs them with the experience store's dialogues (``DialogueActions``), encodes them
+(``onehot`` / ``frozen`` / ``finetune``), pads every dialogue to ``Tmax`` slots and trains the
+DICE heads; the estimate of every rating comes from one run (two-player objectives with
+``alpha_r > 0`` train once per rating).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import torch
+
+from enigma.contracts import HeldOutAgent, Regime, Turn
+from enigma.encoders.base import DialogueActions, PairEncoder
+from enigma.ope.config import DiceConfig
+from enigma.ope.padding import check_tmax
+from enigma.ope.trainer import DiceData, DiceRun, train_dice
+from enigma.store.experience import ExperienceStore
+
+TARGET_COLUMNS = ("dialog_id", "turn_index", "text")
+
+
+class TargetActionsError(ValueError):
+    """The target-actions table does not fit the experience store; the message names the
+    dialogue, turn and column."""
+
+
+@dataclass
+class PairedDialogues:
+    dialogues: list[DialogueActions]
+    rewards: np.ndarray  # [N, R]
+    rating_names: list[str]
+    skipped: dict[str, list[str]] = field(default_factory=dict)  # reason -> dialog ids
+
+
+def pair_dialogues(
+    experience: ExperienceStore, target_actions: pa.Table, missing: str = "error", source: str = "target actions"
+) -> PairedDialogues:
+    """Join the experience dialogues with the target's replies at their agent turns.
+
+    A dialogue that opens with the agent gets an empty user utterance in front (encoders see an
+    empty user text); ``agent_turns`` index the padded turns. Sample rows with an ``error`` or a
+    null text are not replies; an agent turn left with no reply is an error unless ``missing``
+    is ``"drop"``, in which case the dialogue is skipped and listed in ``skipped``.
+    """
+    for col in TARGET_COLUMNS:
+        if col not in target_actions.column_names:
+            raise TargetActionsError(f"{source}: column '{col}' missing (have {target_actions.column_names})")
+    errors = (
+        target_actions.column("error").to_pylist() if "error" in target_actions.column_names else [None] * target_actions.num_rows
+    )
+    replies: dict[tuple[str, int], list[str]] = defaultdict(list)
+    known = set(experience.dialogues.column("dialog_id").to_pylist())
+    cols = [target_actions.column(c).to_pylist() for c in TARGET_COLUMNS]
+    for row, (did, t, text) in enumerate(zip(*cols)):
+        if did not in known:
+            continue  # the target table may cover a larger store (e.g. before excluding agents)
+        if t is None:
+            raise TargetActionsError(f"{source}: row {row + 1} (dialogue {did}): 'turn_index' is null")
+        if errors[row] is None and text is not None:
+            replies[(did, int(t))].append(text)
+
+    histories = experience.histories()
+    names = experience.rating_names
+    ratings = {n: experience.ratings(n) for n in names}
+    ids = experience.dialogues.column("dialog_id").to_pylist()
+    out, rows = [], []
+    skipped: dict[str, list[str]] = defaultdict(list)
+    for i, did in enumerate(ids):
+        turns = list(histories[did])
+        agent_idx = [t for t, turn in enumerate(turns) if turn.role == "agent"]
+        if not agent_idx:
+            skipped["no agent turn"].append(did)
+            continue
+        targets = []
+        for t in agent_idx:
+            r = replies.get((did, t))
+            if not r:
+                if missing == "drop":
+                    break
+                raise TargetActionsError(
+                    f"{source}: dialogue {did}, turn_index {t}: no usable target reply (every sample missing or "
+                    "failed); resample, or set dice.missing_targets: drop"
+                )
+            targets.append(tuple(r))
+        if len(targets) < len(agent_idx):
+            skipped["missing target reply"].append(did)
+            continue
+        shift = 0
+        if turns[0].role == "agent":
+            turns.insert(0, Turn("user", ""))
+            shift = 1
+        out.append(DialogueActions(did, tuple(turns), tuple(t + shift for t in agent_idx), tuple(targets)))
+        rows.append([np.nan if ratings[n][i] is None else float(ratings[n][i]) for n in names])
+    if not out:
+        raise TargetActionsError(f"{source}: no dialogue of the experience store has target replies at all its agent turns")
+    rewards = np.array(rows, dtype=np.float64).reshape(len(out), len(names))
+    return PairedDialogues(out, rewards, names, dict(skipped))
+
+
+def build_encoder(cfg: DiceConfig, cache_dir: str | Path | None = None) -> PairEncoder:
+    if cfg.encoder == "onehot":
+        from enigma.encoders.onehot import OneHotPairEncoder
+
+        return OneHotPairEncoder()
+    if cfg.encoder == "frozen":
+        from enigma.encoders.frozen import FrozenPairEncoder
+
+        return FrozenPairEncoder(cfg.encoder_model, cache_dir=cache_dir)
+    from enigma.encoders.finetune import FinetunePairEncoder
+
+    return FinetunePairEncoder(cfg.encoder_model)
+
+
+def dice_data(paired: PairedDialogues) -> DiceData:
+    n_turns = torch.tensor([d.n_agent_turns for d in paired.dialogues], dtype=torch.long)
+    k = int(n_turns.max())
+    s = max(len(r) for d in paired.dialogues for r in d.target_replies)
+    mask = torch.zeros(len(paired.dialogues), k, s, dtype=torch.bool)
+    for i, d in enumerate(paired.dialogues):
+        for j, r in enumerate(d.target_replies):
+            mask[i, j, : len(r)] = True
+    return DiceData([d.dialog_id for d in paired.dialogues], n_turns, mask, paired.rewards, paired.rating_names)
+
+
+@dataclass
+class EnigmaResult:
+    """Everything one held-out agent's run produced."""
+
+    agent_id: str
+    estimates: dict[str, dict[str, float]]  # rating -> estimate, unnormalised, ess, n
+    diagnostics: dict[str, Any]
+    curves: dict[str, list[dict[str, Any]]]  # run name ("all" or the rating) -> learning curve
+    runs: dict[str, DiceRun] = field(default_factory=dict, repr=False)
+
+
+class EnigmaEstimator:
+    """Implements ``enigma.contracts.Estimator`` (regime: replies at logged states)."""
+
+    regimes = frozenset({Regime.REPLIES_AT_LOGGED_STATES})
+
+    def __init__(
+        self,
+        config: DiceConfig | None = None,
+        *,
+        encoder: PairEncoder | None = None,
+        cache_dir: str | Path | None = None,
+        name: str = "enigma",
+        progress: bool = True,
+    ):
+        self.config = config or DiceConfig.preset("default")
+        self.name = name
+        self.cache_dir = cache_dir
+        self.progress = progress
+        self._encoder = encoder
+        self.last_result: EnigmaResult | None = None
+
+    def encoder(self) -> PairEncoder:
+        # The encoder (and a frozen encoder's embedding cache) is reused across held-out agents.
+        if self._encoder is None:
+            self._encoder = build_encoder(self.config, self.cache_dir)
+        return self._encoder
+
+    def estimate(self, experience: ExperienceStore, target: HeldOutAgent) -> dict[str, float]:
+        result = self.estimate_full(experience, target)
+        return {r: e["estimate"] for r, e in result.estimates.items()}
+
+    def estimate_full(self, experience: ExperienceStore, target: HeldOutAgent) -> EnigmaResult:
+        if target.target_actions is None:
+            raise TargetActionsError(f"agent {target.agent_id}: ENIGMA needs its replies at the logged states (target_actions)")
+        cfg = self.config
+        paired = pair_dialogues(experience, target.target_actions, cfg.missing_targets, source=f"target actions of {target.agent_id}")
+        n_turns = [d.n_agent_turns for d in paired.dialogues]
+        check_tmax(n_turns, cfg.tmax, [d.dialog_id for d in paired.dialogues])
+        data = dice_data(paired)
+        encoder = self.encoder()
+        prepared = encoder.prepare(paired.dialogues, max(n_turns))
+        runs: dict[str, DiceRun] = {}
+        if cfg.alpha_r:
+            for j, name in enumerate(paired.rating_names):
+                runs[name] = train_dice(encoder, prepared, data, cfg, reward_index=j, progress=self.progress, desc=f"{target.agent_id}/{name}")
+            estimates = {n: runs[n].estimates[n] for n in paired.rating_names}
+        else:
+            runs["all"] = train_dice(encoder, prepared, data, cfg, progress=self.progress, desc=target.agent_id)
+            estimates = runs["all"].estimates
+        diagnostics = {name: run.diagnostics() for name, run in runs.items()}
+        diagnostics["n_dialogues"] = len(paired.dialogues)
+        diagnostics["skipped"] = {k: len(v) for k, v in paired.skipped.items()}
+        diagnostics["config"] = cfg.model_dump(mode="json")
+        result = EnigmaResult(target.agent_id, estimates, diagnostics, {n: r.curve for n, r in runs.items()}, runs)
+        self.last_result = result
+        return result
