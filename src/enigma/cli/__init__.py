@@ -20,6 +20,7 @@ COMMAND_MODULES = [
     "ingest",
     "agents",
     "report",
+    "estimate",
 ]
 
 for _name in COMMAND_MODULES:
