@@ -44,6 +44,10 @@ def test_summary_has_the_issue_shape():
         assert e["regime"] == ["replies-at-logged-states"] and e["labels"] == {"note": name}
     cell = s["agents"]["a3"]["enjoy"]
     assert set(cell) == {"truth", "enigma", "bleu"} and cell["truth"] == pytest.approx(0.45)
+    assert s["agents_without_truth"] == []
+    extra = results[results.agent_id == "a0"].assign(agent_id="stranger")
+    s2, _ = build_summary(pd.concat([results, extra]), truth, "toy", FAST)
+    assert s2["agents_without_truth"] == ["stranger"] and "stranger" not in s2["agents"]
     json.dumps(s, allow_nan=False)  # strict JSON: no NaN anywhere
 
 

@@ -81,6 +81,8 @@ def build_summary(
         raise EvaluationError(f"{benchmark}: no truth for rating(s) {unknown}; truth has {sorted(tw.columns)}")
     tw = tw[ratings]
     result_agents = set(results["agent_id"])
+    # Estimates for agents without truth cannot be scored; they are listed, not dropped silently.
+    without_truth = sorted(result_agents - set(tw.index))
     tw = tw.loc[[a for a in tw.index if a in result_agents]]
     if len(tw) == 0:
         raise EvaluationError(f"{benchmark}: no agent has both truth and estimates")
@@ -144,6 +146,7 @@ def build_summary(
         "comparison": comparison,
         "headline": headline(benchmark, ranking, scores, comparison, cfg),
         "errors": errors,
+        "agents_without_truth": without_truth,
         "settings": {
             "bootstrap_resamples": cfg.bootstrap_resamples,
             "seed": cfg.seed,

@@ -1,0 +1,57 @@
+"""``enigma report build`` / ``show`` / ``paper-spe``."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+from typer.testing import CliRunner
+
+from enigma.cli import app
+from enigma.evaluation import loao
+from tests.evaluation.eval_fixtures import RecordingMean, target_actions_for
+
+runner = CliRunner()
+
+
+def test_build_from_a_results_folder_and_store_truth_then_show(tmp_path, store):
+    results_dir = tmp_path / "loao"
+    sources = loao.HeldOutSources(target_actions=target_actions_for(store, {f"agent{k}": k + 1 for k in range(6)}))
+    loao.run_loao(store, [RecordingMean("enigma")], sources, results_dir=results_dir, progress=False)
+    store_dir = store.write(tmp_path / "store")
+    params = tmp_path / "params.yaml"
+    params.write_text("report:\n  bootstrap_resamples: 50\n  plots: false\n")
+    out = runner.invoke(app, ["report", "build", "--results", str(results_dir), "--benchmark", "toy",
+                              "--truth-store", str(store_dir), "--out", str(tmp_path / "reports"), "--params", str(params)])
+    assert out.exit_code == 0, out.output
+    summary_path = tmp_path / "reports" / "toy" / "summary.json"
+    summary = json.loads(summary_path.read_text())
+    assert summary["n_agents"] == 6 and summary["ratings"] == ["enjoy", "fluency"]
+    shown = runner.invoke(app, ["report", "show", str(summary_path)])
+    assert shown.exit_code == 0
+    assert str(tmp_path / "reports" / "toy" / "index.html") in shown.output
+    assert "enigma" in shown.output and summary["headline"] in shown.output
+
+
+def test_user_errors_exit_2_with_the_file_named(tmp_path):
+    bad = tmp_path / "results.csv"
+    pd.DataFrame({"estimator": ["e"], "agent_id": ["a"], "rating": ["r"]}).to_csv(bad, index=False)
+    truth = tmp_path / "truth.csv"
+    pd.DataFrame({"agent_id": ["a"], "rating": ["r"], "value": [0.5]}).to_csv(truth, index=False)
+    out = runner.invoke(app, ["report", "build", "--results", str(bad), "--benchmark", "b", "--truth", str(truth),
+                              "--params", str(tmp_path / "none.yaml")])
+    assert out.exit_code == 2 and "results.csv: missing column(s) ['estimate']" in out.output
+    out = runner.invoke(app, ["report", "build", "--results", str(bad), "--benchmark", "b",
+                              "--params", str(tmp_path / "none.yaml")])
+    assert out.exit_code == 2 and "exactly one of --truth" in out.output
+    out = runner.invoke(app, ["report", "show", str(tmp_path / "missing.json")])
+    assert out.exit_code == 2 and "missing.json: summary not found" in out.output
+
+
+def test_paper_spe_command(tmp_path, shared_data):
+    params = tmp_path / "params.yaml"
+    params.write_text("report:\n  bootstrap_resamples: 50\n  plots: false\n")
+    out = runner.invoke(app, ["report", "paper-spe", "--data-dir", str(shared_data / "see2019_convai2_humaneval"),
+                              "--out", str(tmp_path), "--params", str(params)])
+    assert out.exit_code == 0, out.output
+    assert "+0.591" in out.output and "+0.435" in out.output
