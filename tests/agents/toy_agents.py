@@ -130,3 +130,11 @@ class SlowCountingAgent(CountingAgent):
 
 def slow_counting():
     return SlowCountingAgent()
+
+
+def tiny_store_needs_args(k):
+    return EchoAgent()
+
+
+def always_fails():
+    return AlwaysFails()

@@ -23,11 +23,14 @@ def load_python_agent(spec: AgentSpec) -> Any:
     if not callable(factory):
         raise AgentSpecError(f"agent spec {spec.raw!r}: {module_name}.{factory_name} is not callable")
     try:
-        agent = factory()
+        inspect.signature(factory).bind()
     except TypeError as exc:
         raise AgentSpecError(
             f"agent spec {spec.raw!r}: the factory must be callable with no arguments ({exc})"
         ) from exc
+    except ValueError:  # no signature available (some builtins): just try it
+        pass
+    agent = factory()
     if not callable(getattr(agent, "respond", None)):
         raise AgentSpecError(
             f"agent spec {spec.raw!r}: {module_name}.{factory_name}() returned {type(agent).__name__}, "

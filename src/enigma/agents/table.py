@@ -45,8 +45,8 @@ class TableAgent:
             where = f"{self.path}: row {row + 1}"
             if errors[row] is not None:
                 continue  # a recorded failure of the sampler, not a reply
-            if d is None or t is None:
-                raise AgentSpecError(f"{where}: dialog_id and turn_index must not be null")
+            if d is None or t is None or ("sample_index" in cols and sample[row] is None):
+                raise AgentSpecError(f"{where}: dialog_id, turn_index and sample_index must not be null")
             if not isinstance(text, str) or not text.strip():
                 raise AgentSpecError(f"{where}: field 'text' is empty (dialog {d!r}, turn {t})")
             key = (str(d), int(t), int(sample[row]) if "sample_index" in cols else row)
