@@ -1,0 +1,128 @@
+"""The ``enigma ingest`` and ``enigma data summary`` commands end to end on small inputs."""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow.parquet as pq
+import pytest
+from store_fixtures import dialogue, write_jsonl
+from typer.testing import CliRunner
+
+from enigma.cli import app
+from enigma.store import queries
+from enigma.store.experience import ExperienceStore
+
+runner = CliRunner()
+
+
+@pytest.fixture
+def params(tmp_path):
+    p = tmp_path / "params.yaml"
+    p.write_text("ingest:\n  min_dialogues_per_agent: 2\n  max_text_chars: 1000\n  sources:\n"
+                 "    jsonl:\n      ratings:\n        overall: {min: 1, max: 5}\n")
+    return p
+
+
+def _ingest(*args):
+    return runner.invoke(app, ["ingest", *map(str, args), "--no-progress"])
+
+
+def test_ingest_jsonl_writes_store_report_and_rejects(tmp_path, params, good_records):
+    for r in good_records:
+        r["ratings"] = {"overall": r["ratings"]["overall"]}
+    recs = good_records + [dialogue("d9", ratings={"overall": 9})]
+    f = write_jsonl(tmp_path / "in.jsonl", recs, {3: b"{broken"})
+    out = tmp_path / "store"
+    res = _ingest("jsonl", f, "--out", out, "--params", params)
+    assert res.exit_code == 0, res.output
+    assert "wrote" in res.output and "5 dialogues, 2 agents, 20 turns, 2 rejects (from 7 records)" in res.output
+    assert "malformed JSON" in res.output and "outside its scale" in res.output
+    store = ExperienceStore.open(out)
+    assert store.dialogues.num_rows == 5 and store.rejects.num_rows == 2
+    assert sorted(r["record"] for r in store.rejects.to_pylist()) == [3, 7]
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["source"] == "jsonl" and manifest["spec"]["ratings"]["overall"]["max"] == 5
+    assert len(manifest["inputs"][0]["sha256"]) == 64
+    assert json.loads((out / "validation.json").read_text())["success"] is True
+
+    res = runner.invoke(app, ["data", "summary", str(out)])
+    assert res.exit_code == 0, res.output
+    assert "5 dialogues, 2 agents, 20 turns, 2 rejects" in res.output
+    assert "bot-a" in res.output and "bot-b" in res.output
+
+
+def test_scale_option_declares_ratings(tmp_path, good_records):
+    f = write_jsonl(tmp_path / "in.jsonl", good_records)
+    res = _ingest("jsonl", f, "--out", tmp_path / "s", "--params", tmp_path / "none.yaml",
+                  "--scale", "overall=1:5", "--scale", "fun=0:1")
+    assert res.exit_code == 0, res.output
+    assert pq.read_table(tmp_path / "s" / "dialogues.parquet").column("rating_overall").to_pylist()[1] == 0.25
+
+
+def _empty_file(directory):
+    f = directory / "e.jsonl"
+    f.write_bytes(b"")
+    return f
+
+
+@pytest.mark.parametrize("setup, words", [
+    (lambda p: p / "missing.jsonl", "no such file or directory"),
+    (_empty_file, "empty file (no records)"),
+])
+def test_fatal_inputs_exit_2_without_traceback(tmp_path, params, setup, words):
+    path = setup(tmp_path)
+    res = _ingest("jsonl", path, "--out", tmp_path / "store", "--params", params)
+    assert res.exit_code == 2
+    assert res.output.startswith("error: ") and words in res.output and "Traceback" not in res.output
+    assert not (tmp_path / "store").exists()
+
+
+def test_bad_scale_option_and_format_exit_2(tmp_path, params, good_records):
+    f = write_jsonl(tmp_path / "in.jsonl", good_records)
+    res = _ingest("jsonl", f, "--out", tmp_path / "s", "--scale", "overall=5")
+    assert res.exit_code == 2 and "error: --scale 'overall=5'" in res.output
+    res = _ingest("csv", f, "--out", tmp_path / "s", "--params", params)
+    assert res.exit_code == 2 and "unknown format 'csv'" in res.output
+
+
+def test_refuses_to_overwrite_a_directory_that_is_not_a_store(tmp_path, params, good_records):
+    f = write_jsonl(tmp_path / "in.jsonl", good_records)
+    (tmp_path / "home").mkdir()
+    (tmp_path / "home" / "precious.txt").write_text("keep me")
+    res = _ingest("jsonl", f, "--out", tmp_path / "home", "--scale", "overall=1:5", "--scale", "fun=0:1")
+    assert res.exit_code == 2 and "refusing to overwrite" in res.output
+    assert (tmp_path / "home" / "precious.txt").read_text() == "keep me"
+
+
+def test_critical_validation_failure_stops_and_keeps_old_store(tmp_path, good_records):
+    # A dialogue longer than the validation limit can only come from a store built elsewhere:
+    # re-ingesting it with a stricter params file must fail validation, not rewrite the store.
+    f = write_jsonl(tmp_path / "in.jsonl", good_records)
+    out = tmp_path / "store"
+    assert _ingest("jsonl", f, "--out", out, "--scale", "overall=1:5", "--scale", "fun=0:1").exit_code == 0
+    strict = tmp_path / "strict.yaml"
+    strict.write_text("ingest:\n  max_text_chars: 5\n")
+    before = (out / "dialogues.parquet").read_bytes()
+    res = _ingest("parquet", out, "--out", out, "--params", strict)
+    assert res.exit_code == 2
+    assert "critical expectation(s) failed" in res.output and "turns.text" in res.output and "e.g. d0" in res.output
+    assert (out / "dialogues.parquet").read_bytes() == before
+    assert "FAILED" in (tmp_path / "store.validation.md").read_text()
+
+
+def test_data_summary_means_match_arrow(tmp_path, good_records):
+    f = write_jsonl(tmp_path / "in.jsonl", good_records)
+    out = tmp_path / "store"
+    assert _ingest("jsonl", f, "--out", out, "--scale", "overall=1:5", "--scale", "fun=0:1").exit_code == 0
+    rows = {r["agent_id"]: r for r in queries.agent_summary(out).to_pylist()}
+    d = ExperienceStore.open(out).dialogues.to_pylist()
+    for agent in ("bot-a", "bot-b"):
+        vals = [r["rating_overall"] for r in d if r["agent_id"] == agent]
+        assert rows[agent]["n_dialogues"] == len(vals) == 3
+        assert rows[agent]["mean_overall"] == pytest.approx(sum(vals) / len(vals))
+
+
+def test_data_summary_of_a_non_store_exits_2(tmp_path):
+    res = runner.invoke(app, ["data", "summary", str(tmp_path)])
+    assert res.exit_code == 2 and "error:" in res.output and "dialogues.parquet" in res.output
