@@ -161,3 +161,17 @@ def test_reply_length_maps_length_to_rating_by_regression(store_factory):
     got = est.estimate(store.without_agent("mid"), HeldOutAgent("mid", target_actions=acts))
     assert got["quality"] == pytest.approx(0.7, abs=1e-4)
     assert est.diagnostics["mean_length"] == 7.0
+
+
+def test_catalog_builds_every_named_comparator_with_a_unique_name(tmp_path):
+    from enigma.comparators import catalog
+    from enigma.contracts import Estimator
+
+    params = tmp_path / "params.yaml"
+    params.write_text("comparators:\n  ridge_alpha: 2.0\n")
+    built = [catalog.build(n, str(params)) for n in catalog.NAMES]
+    assert all(isinstance(e, Estimator) for e in built)
+    assert len({e.name for e in built}) == len(built)
+    assert catalog.see_length_rollouts(str(params)).config.ridge_alpha == 2.0
+    with pytest.raises(ValueError, match="unknown"):
+        catalog.build("adem-but-misspelt", str(params))

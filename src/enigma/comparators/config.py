@@ -39,6 +39,16 @@ class PerplexityConfig(BaseModel):
     seed: int = 0
 
 
+class AdemConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    pca_dim: int = Field(50, ge=1)
+    context_turns: int = Field(2, ge=1)
+    l2: float = Field(1e-3, ge=0)
+    epochs: int = Field(200, ge=1)
+    lr: float = Field(0.01, gt=0)
+    seed: int = 0
+
+
 class ComparatorsConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
     embedding_model: str = "minilm"  # a name or directory for enigma.encoders.weights
@@ -47,6 +57,7 @@ class ComparatorsConfig(BaseModel):
     spe: SpeConfig = SpeConfig()
     overlap: OverlapConfig = OverlapConfig()
     perplexity: PerplexityConfig = PerplexityConfig()
+    adem: AdemConfig = AdemConfig()
 
 
 def load_config(path: str | Path = DEFAULT_PARAMS) -> ComparatorsConfig:
