@@ -1,0 +1,193 @@
+"""Generating a simulator benchmark: rated experience data plus each agent's true values.
+
+For every agent of a preset:
+- ``dialogues_per_agent`` rollouts with fresh customers become its experience data, in the
+  canonical store form (ratings are already in [0, 1], so raw = normalised;
+  ``source="airline-sim"``; ``meta`` holds the goal, the seed, the expected outcome and the
+  agent's action);
+- at least ``truth_rollouts`` further on-policy rollouts, on other customers, give its true
+  value per rating: the mean, with its standard error. Rollouts are added in batches until
+  every rating's standard error is at most ``max_stderr`` (or ``max_truth_rollouts`` is hit).
+
+Every seed derives from (``seed``, the agent id, the dialogue index), so an agent's data do not
+depend on which other agents are generated with it, and the same seed gives byte-identical
+files. Agents finished are kept under ``<out>/.partial/`` so an interrupted run resumes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import shutil
+from pathlib import Path
+from typing import Callable
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from enigma.store import schema as S
+from enigma.store.experience import ExperienceStore
+from enigma.sim.rng import mix
+from enigma.sim.rollout import Rollout, rollout
+from enigma.sim.scoring import RATINGS
+from enigma.sim.sellers import MAX_AGENT_TURNS, PRESETS, agent_spec, make_seller, preset_agents
+
+SOURCE = "airline-sim"
+TRUTH_FILE = "truth.parquet"
+TRUTH_SCHEMA = pa.schema(
+    [
+        pa.field("agent_id", pa.string(), nullable=False),
+        pa.field("rating", pa.string(), nullable=False),
+        pa.field("value", pa.float64(), nullable=False),
+        pa.field("stderr", pa.float64(), nullable=False),
+        pa.field("n", pa.int64(), nullable=False),
+    ]
+)
+_PARTIAL = ".partial"
+
+
+class SimulateConfig(BaseModel):
+    """The ``simulate`` section of params.yaml."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    preset: str = "airline24"
+    seed: int = 0
+    dialogues_per_agent: int = Field(100, ge=1)
+    truth_rollouts: int = Field(2000, ge=2)
+    max_stderr: float = Field(0.01, gt=0)
+    truth_batch: int = Field(500, ge=1)
+    max_truth_rollouts: int = Field(10000, ge=2)
+    customer_noise: float = Field(0.15, ge=0, le=1)
+    max_agent_turns: int = Field(MAX_AGENT_TURNS, ge=1, le=MAX_AGENT_TURNS)
+    progress: bool = True
+
+    @field_validator("preset")
+    @classmethod
+    def _known_preset(cls, v: str) -> str:
+        if v not in PRESETS:
+            raise ValueError(f"unknown preset {v!r}; known: {sorted(PRESETS)}")
+        return v
+
+    def fingerprint(self) -> str:
+        data = self.model_dump(exclude={"progress"})
+        return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _play(agent, seed: int, cfg: SimulateConfig) -> Rollout:
+    return rollout(agent, seed, max_agent_turns=cfg.max_agent_turns, customer_noise=cfg.customer_noise)
+
+
+def experience_rows(agent_id: str, cfg: SimulateConfig) -> tuple[list[dict], list[dict]]:
+    """The experience dialogues of one agent: (dialogue rows, turn rows)."""
+    agent = make_seller(agent_id)
+    dialogues, turns = [], []
+    for i in range(cfg.dialogues_per_agent):
+        seed = mix(cfg.seed, "experience", agent_id, i)
+        ro = _play(agent, seed, cfg)
+        dialog_id = f"{agent_id}-{i:04d}"
+        meta = {
+            "seed": seed,
+            "preset": cfg.preset,
+            "goal": ro.goal.to_dict(),
+            "expected": {"status": ro.expected.status, "flights": list(ro.expected.flights)},
+            "action": {"status": ro.action.status, "flight": ro.action.flight, "name": ro.action.name},
+        }
+        row = {"dialog_id": dialog_id, "agent_id": agent_id, "source": SOURCE, "n_turns": len(ro.turns)}
+        for r in RATINGS:
+            row[S.RATING_PREFIX + r] = ro.scores[r]
+            row[S.RAW_PREFIX + r] = ro.scores[r]
+        row["meta"] = json.dumps(meta, sort_keys=True)
+        dialogues.append(row)
+        turns += [{"dialog_id": dialog_id, "turn_index": j, "role": t.role, "text": t.text} for j, t in enumerate(ro.turns)]
+    return dialogues, turns
+
+
+def true_values(agent_id: str, cfg: SimulateConfig) -> list[dict]:
+    """Mean and standard error per rating from fresh on-policy rollouts (see module docstring)."""
+    agent = make_seller(agent_id)
+    sums = dict.fromkeys(RATINGS, 0.0)
+    squares = dict.fromkeys(RATINGS, 0.0)
+    n = 0
+
+    def stderr(r: str) -> float:
+        mean = sums[r] / n
+        var = max(0.0, (squares[r] - n * mean * mean) / (n - 1))
+        return math.sqrt(var / n)
+
+    target = cfg.truth_rollouts
+    while True:
+        while n < target:
+            s = _play(agent, mix(cfg.seed, "truth", agent_id, n), cfg).scores
+            for r in RATINGS:
+                sums[r] += s[r]
+                squares[r] += s[r] * s[r]
+            n += 1
+        if all(stderr(r) <= cfg.max_stderr for r in RATINGS) or n >= cfg.max_truth_rollouts:
+            break
+        target = min(cfg.max_truth_rollouts, n + cfg.truth_batch)
+    return [{"agent_id": agent_id, "rating": r, "value": sums[r] / n, "stderr": stderr(r), "n": n} for r in RATINGS]
+
+
+def generate(
+    cfg: SimulateConfig,
+    out: str | Path,
+    agents: list[str] | None = None,
+    on_agent: Callable[[str], None] | None = None,
+) -> dict:
+    """Write the store (``dialogues/turns/rejects.parquet``, ``manifest.json``) and
+    ``truth.parquet`` for the preset's agents (or ``agents``) into ``out``. Returns a summary."""
+    out = Path(out)
+    agent_ids = agents if agents is not None else preset_agents(cfg.preset)
+    partial = out / _PARTIAL / cfg.fingerprint()
+    partial.mkdir(parents=True, exist_ok=True)
+    bar = None
+    if cfg.progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=len(agent_ids), desc=f"simulate {cfg.preset}", unit="agent")
+    per_agent: dict[str, dict] = {}
+    for agent_id in agent_ids:
+        done = partial / f"{agent_id}.json"
+        if done.is_file():
+            per_agent[agent_id] = json.loads(done.read_text())
+        else:
+            dialogues, turns = experience_rows(agent_id, cfg)
+            result = {"dialogues": dialogues, "turns": turns, "truth": true_values(agent_id, cfg)}
+            tmp = done.with_suffix(".tmp")
+            tmp.write_text(json.dumps(result))
+            tmp.replace(done)  # atomic: a crash never leaves a half-written agent behind
+            per_agent[agent_id] = result
+        if on_agent is not None:
+            on_agent(agent_id)
+        if bar is not None:
+            bar.update(1)
+            bar.set_postfix_str(agent_id)
+    if bar is not None:
+        bar.close()
+
+    schema = S.dialogues_schema(list(RATINGS))
+    dialogues = pa.Table.from_pylist([d for a in agent_ids for d in per_agent[a]["dialogues"]], schema=schema)
+    turns = pa.Table.from_pylist([t for a in agent_ids for t in per_agent[a]["turns"]], schema=S.TURNS_SCHEMA)
+    truth = pa.Table.from_pylist([t for a in agent_ids for t in per_agent[a]["truth"]], schema=TRUTH_SCHEMA)
+    manifest = {
+        "source": SOURCE,
+        "simulate": cfg.model_dump(exclude={"progress"}),
+        "agent_specs": {a: agent_spec(a) for a in agent_ids},
+        "max_agent_turns": cfg.max_agent_turns,
+    }
+    ExperienceStore(dialogues, turns, None).write(out, manifest=manifest)
+    pq.write_table(truth, out / TRUTH_FILE)
+    shutil.rmtree(out / _PARTIAL, ignore_errors=True)
+    rewards = {row["agent_id"]: row["value"] for row in truth.to_pylist() if row["rating"] == "reward"}
+    return {
+        "out": str(out),
+        "n_agents": len(agent_ids),
+        "n_dialogues": dialogues.num_rows,
+        "max_stderr": max(truth.column("stderr").to_pylist()),
+        "truth_rollouts": {row["agent_id"]: row["n"] for row in truth.to_pylist() if row["rating"] == "reward"},
+        "reward_min": min(rewards.values()),
+        "reward_max": max(rewards.values()),
+    }
