@@ -180,3 +180,18 @@ def test_read_results_names_the_row_and_field(tmp_path):
     with pytest.raises(EvaluationError, match="missing column"):
         pd.DataFrame({"estimator": ["e"]}).to_csv(p, index=False)
         loao.read_results(p)
+
+
+def test_sampling_approximation_label_and_failed_samples_are_carried(store):
+    plain = target_actions_for(store, WORDS)
+
+    def sampled(agent_id, experience):
+        t = plain(agent_id, experience)
+        errors = pa.array(["timeout"] + [None] * (t.num_rows - 1), pa.string())
+        t = t.append_column("error", errors)
+        return t.replace_schema_metadata({"enigma.sampling.approximation": "approximation: retrieval stand-in"})
+
+    est = RecordingMean()
+    table = loao.run_loao(store, [est], loao.HeldOutSources(target_actions=sampled), agents=["agent4"], progress=False)
+    assert json.loads(table["labels"].iloc[0]) == {"replies-at-logged-states": "target actions: approximation: retrieval stand-in"}
+    assert json.loads(table["diagnostics"].iloc[0])["target_actions_failed"] == 1  # agent0-d0 is in the experience

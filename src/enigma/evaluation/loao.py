@@ -51,6 +51,8 @@ RESULT_COLUMNS = [
     "seconds",
     "error",
 ]
+# Schema metadata key of the sampling stage's approximation label (enigma.sampling.sampler).
+APPROXIMATION_KEY = b"enigma.sampling.approximation"
 CURVE_KEYS = ("learning_curve", "curve", "curves")
 
 
@@ -135,6 +137,7 @@ def held_out_view(
     regimes = set(Regime(r) for r in estimator.regimes)
     notes: dict[str, Any] = {}
     target = HeldOutAgent(agent_id=agent_id)
+    sampled_labels: dict[str, str] = {}
 
     if Regime.REPLIES_AT_LOGGED_STATES in regimes:
         if sources.target_actions is None:
@@ -150,7 +153,15 @@ def held_out_view(
         keep = pc.is_in(table.column("dialog_id"), experience.dialogues.column("dialog_id"))
         kept = table.filter(keep)
         notes["target_actions_outside_experience_dropped"] = table.num_rows - kept.num_rows
+        if "error" in kept.schema.names:
+            notes["target_actions_failed"] = kept.num_rows - kept.column("error").null_count
         target.target_actions = kept
+        # The sampling stage marks replies from a stand-in (e.g. retrieval over the agent's own
+        # transcripts) as an approximation; the report must show that beside the numbers.
+        meta = table.schema.metadata or {}
+        approx = meta.get(APPROXIMATION_KEY)
+        if approx:
+            sampled_labels[Regime.REPLIES_AT_LOGGED_STATES.value] = "target actions: " + approx.decode()
     if Regime.OWN_ROLLOUTS in regimes:
         if sources.rollouts is None and sources.agent is None:
             raise EvaluationError(
@@ -169,7 +180,8 @@ def held_out_view(
             )
         target.unrated_dialogues = strip_ratings(sources.unrated_dialogues(agent_id))
 
-    labels = sources.labels(agent_id) if callable(sources.labels) else (sources.labels or {})
+    labels = dict(sampled_labels)
+    labels.update(sources.labels(agent_id) if callable(sources.labels) else (sources.labels or {}))
     regime_values = {r.value for r in Regime}
     used = {r.value for r in regimes}
     target.labels = {k: str(v) for k, v in dict(labels).items() if k not in regime_values or k in used}
