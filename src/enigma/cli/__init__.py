@@ -21,6 +21,7 @@ COMMAND_MODULES = [
     "agents",
     "report",
     "estimate",
+    "simulate",
 ]
 
 for _name in COMMAND_MODULES:
