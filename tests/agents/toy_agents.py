@@ -138,3 +138,18 @@ def tiny_store_needs_args(k):
 
 def always_fails():
     return AlwaysFails()
+
+
+class PreparingAgent(EchoAgent):
+    """Records the batch of states handed to ``prepare`` before the per-state calls."""
+
+    def __init__(self):
+        self.prepared: list = []
+        self.calls = 0
+
+    def prepare(self, histories):
+        self.prepared.append([tuple(h) for h in histories])
+
+    def respond(self, history, n=1, seed=None):
+        self.calls += 1
+        return super().respond(history, n, seed)

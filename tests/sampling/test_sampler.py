@@ -116,3 +116,13 @@ def test_agent_down_stops_the_run_and_keeps_what_was_done(tmp_path):
         run_sampling(store, ECHO, agent=T.AlwaysFails(), cache_dir=tmp_path, max_consecutive_errors=3,
                      progress=False)
     assert sum(pq.read_table(p).num_rows for p in tmp_path.rglob("part-*.parquet")) == 3
+
+
+def test_prepare_gets_the_pending_states_once(tmp_path):
+    store = T.tiny_store(n_dialogues=3)
+    agent = T.PreparingAgent()
+    _, stats = run_sampling(store, ECHO, agent=agent, cache_dir=tmp_path, progress=False)
+    assert len(agent.prepared) == 1 and len(agent.prepared[0]) == stats.n_unique_states == agent.calls
+    again = T.PreparingAgent()
+    run_sampling(store, ECHO, agent=again, cache_dir=tmp_path, progress=False)
+    assert again.prepared == [] and again.calls == 0  # nothing pending: no preparation either

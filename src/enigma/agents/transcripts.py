@@ -117,6 +117,14 @@ class TranscriptAgent:
         candidates = np.flatnonzero(sims >= kth - _TIE_EPS).tolist()
         return [rng.choice(candidates) for _ in range(n)]
 
+    def prepare(self, histories: Sequence[History]) -> None:
+        """Embed the contexts of many states in one batched pass (kept in the on-disk cache),
+        so that the per-state calls that follow are lookups."""
+        k = self.settings.context_turns
+        texts = sorted({context_text(list(h), k) for h in histories if h})
+        if texts:
+            self.embedder.embed(texts)
+
     def respond(self, history: History, n: int = 1, seed: int | None = None) -> list[str]:
         rng = random.Random(seed)
         if not history:
@@ -168,6 +176,11 @@ class OnSupportTranscriptAgent:
         if not self.logged:
             raise AgentSpecError(f"on-support store {self.store_path}: no agent replies to snap to")
         self.logged_vectors = np.asarray(embedder.embed(self.logged), dtype=np.float32)
+
+    def prepare(self, histories: Sequence[History]) -> None:
+        self.direct.prepare(histories)
+        # every direct answer is one of these texts: embedding them now makes snapping a lookup
+        self.embedder.embed(sorted(set(self.direct.replies) | set(self.direct.openings)))
 
     def respond(self, history: History, n: int = 1, seed: int | None = None) -> list[str]:
         direct = self.direct.respond(history, n=n, seed=seed)

@@ -235,6 +235,15 @@ def run_sampling(
                 out.append(dict(base, sample_index=i, text=replies[i], error=None))
         return out
 
+    prepare = getattr(agent, "prepare", None)
+    if pending and callable(prepare):
+        # Agents that can batch work across states (e.g. embedding every context at once) do
+        # it here; a failure only costs that speed-up, the per-state calls report their errors.
+        try:
+            prepare([list(st.history) for st in pending])
+        except Exception as exc:
+            log.warning("sampling %s: prepare() failed, going on state by state (%s)", agent_spec, _clean_error(exc))
+
     concurrency = max(1, int(getattr(agent, "concurrency", 1) or 1))
     buffer: list[dict] = []
     consecutive = 0
