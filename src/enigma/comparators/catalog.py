@@ -12,6 +12,7 @@ from typing import Callable
 from enigma.comparators.adem import AdemEstimator, AutoJudgeEstimator
 from enigma.comparators.baselines import ExperienceMean, ReplyLength
 from enigma.comparators.bertscore import BertScoreEstimator
+from enigma.comparators.dynaeval import DynaEvalEstimator
 from enigma.comparators.config import ComparatorsConfig, load_config
 from enigma.comparators.features import FEATURES
 from enigma.comparators.handcrafted import DialogueFeatureEstimator
@@ -35,6 +36,7 @@ _BUILDERS: dict[str, Callable[[ComparatorsConfig], object]] = {
 }
 for _short, _regime in _REGIMES.items():
     _BUILDERS[f"reply-length-{_short}"] = lambda c, r=_regime: ReplyLength(r, c.ridge_alpha)
+    _BUILDERS[f"dynaeval-{_short}"] = lambda c, r=_regime: DynaEvalEstimator(r, c)
     _BUILDERS[f"see-ridge-{_short}"] = lambda c, r=_regime: DialogueFeatureEstimator(FEATURES, r, c)
     for _f in FEATURES:
         _BUILDERS[f"see-{_f.replace('_', '-')}-{_short}"] = lambda c, r=_regime, f=_f: DialogueFeatureEstimator((f,), r, c)

@@ -49,6 +49,18 @@ class AdemConfig(BaseModel):
     seed: int = 0
 
 
+class DynaEvalConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    hidden: int = Field(64, ge=1)
+    window: int = Field(2, ge=1)  # utterances each side joined in the graph
+    margin: float = Field(1.0, gt=0)
+    replace_share: float = Field(0.2, gt=0, le=1)  # share of utterances replaced in a negative
+    epochs: int = Field(3, ge=1)
+    batch_size: int = Field(64, ge=1)
+    lr: float = Field(1e-3, gt=0)
+    seed: int = 0
+
+
 class ComparatorsConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
     embedding_model: str = "minilm"  # a name or directory for enigma.encoders.weights
@@ -58,6 +70,7 @@ class ComparatorsConfig(BaseModel):
     overlap: OverlapConfig = OverlapConfig()
     perplexity: PerplexityConfig = PerplexityConfig()
     adem: AdemConfig = AdemConfig()
+    dynaeval: DynaEvalConfig = DynaEvalConfig()
 
 
 def load_config(path: str | Path = DEFAULT_PARAMS) -> ComparatorsConfig:
