@@ -116,14 +116,18 @@ def build_summary(
         entry["flags"] = list(score.flags)
         estimators[name] = entry
 
+    lookup = {
+        (e, a, r): v
+        for e, a, r, v in zip(results["estimator"], results["agent_id"], results["rating"], results["estimate"])
+    }
     agents: dict[str, Any] = {}
     for agent in tw.index:
         per: dict[str, Any] = {}
         for r in ratings:
             cell: dict[str, Any] = {"truth": float(tw.loc[agent, r])}
-            for name, group in results.groupby("estimator", sort=True):
-                hit = group[(group["agent_id"] == agent) & (group["rating"] == r)]["estimate"]
-                cell[name] = float(hit.iloc[0]) if len(hit) else None
+            for name in estimators:
+                v = lookup.get((name, agent, r))
+                cell[name] = None if v is None or not math.isfinite(v) else float(v)
             per[r] = cell
         agents[agent] = per
 
