@@ -1,0 +1,131 @@
+"""EnigmaEstimator: pairing the store with the target's replies, malformed input, divergence,
+per-rating training, and the ``enigma estimate`` command."""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from typer.testing import CliRunner
+
+from enigma.cli import app
+from enigma.contracts import Estimator, HeldOutAgent, Regime
+from enigma.ope import DiceConfig, DiceDivergence, EnigmaEstimator, PaddingError, TargetActionsError, pair_dialogues
+from enigma.ope.tabular import TabularDialogueMDP, target_actions
+
+
+@pytest.fixture(scope="module")
+def problem():
+    mdp = TabularDialogueMDP(n_user=2, n_agent=2, max_turns=2, p_agent_first=0.4, seed=0)
+    store = mdp.logs([mdp.random_policy("b1", 1), mdp.random_policy("b2", 2)], 200, seed=0)
+    target = mdp.random_policy("t", 7)
+    return mdp, store, target, target_actions(store, target, n_samples=2, seed=0)
+
+
+def _cfg(**kw):
+    values = dict(encoder="onehot", head_hidden=0, tmax=3, steps=40, lr=2.0, log_every=20, device="cpu")
+    values.update(kw)
+    return DiceConfig.preset("default", **values)
+
+
+def test_estimator_follows_the_protocol(problem):
+    _, store, _, ta = problem
+    est = EnigmaEstimator(_cfg(), progress=False)
+    assert isinstance(est, Estimator) and est.regimes == frozenset({Regime.REPLIES_AT_LOGGED_STATES})
+    out = est.estimate(store, HeldOutAgent("t", target_actions=ta))
+    assert set(out) == {"match", "short"} and all(0 <= v <= 1 for v in out.values())
+    full = est.last_result
+    assert set(full.estimates["match"]) >= {"estimate", "unnormalised", "ess"}
+
+
+def test_dialogue_opening_with_the_agent_gets_an_empty_user_utterance(problem):
+    _, store, _, ta = problem
+    paired = pair_dialogues(store, ta)
+    hist = store.histories()
+    opened_by_agent = [d for d in paired.dialogues if hist[d.dialog_id][0].role == "agent"]
+    assert opened_by_agent, "the fixture should contain agent-first dialogues"
+    d = opened_by_agent[0]
+    assert d.turns[0].role == "user" and d.turns[0].text == "" and d.agent_turns[0] == 1
+    assert all(d.turns[t].role == "agent" for t in d.agent_turns)
+    assert len(d.target_replies) == d.n_agent_turns and all(len(r) == 2 for r in d.target_replies)
+
+
+def test_missing_target_reply_names_dialogue_and_turn_or_is_dropped_visibly(problem):
+    _, store, _, ta = problem
+    first = ta.slice(0, 1).to_pylist()[0]
+    keep = [not (r["dialog_id"] == first["dialog_id"] and r["turn_index"] == first["turn_index"]) for r in ta.to_pylist()]
+    holed = ta.filter(pa.array(keep))
+    with pytest.raises(TargetActionsError, match=f"dialogue {first['dialog_id']}, turn_index {first['turn_index']}"):
+        pair_dialogues(store, holed)
+    paired = pair_dialogues(store, holed, missing="drop")
+    assert paired.skipped == {"missing target reply": [first["dialog_id"]]}
+    assert len(paired.dialogues) == store.dialogues.num_rows - 1
+    # failed samples (error set) are not replies
+    errors = pa.array(["boom" if not k else None for k in keep], pa.string())
+    failed = ta.set_column(ta.column_names.index("error"), "error", errors)
+    with pytest.raises(TargetActionsError, match="no usable target reply"):
+        pair_dialogues(store, failed)
+
+
+def test_target_table_without_a_column_is_rejected(problem):
+    _, store, _, ta = problem
+    with pytest.raises(TargetActionsError, match="column 'text' missing"):
+        pair_dialogues(store, ta.drop_columns(["text"]))
+    with pytest.raises(TargetActionsError, match="target_actions"):
+        EnigmaEstimator(_cfg(), progress=False).estimate(store, HeldOutAgent("t"))
+
+
+def test_tmax_too_small_is_a_clear_error(problem):
+    _, store, _, ta = problem
+    with pytest.raises(PaddingError, match="at least 3"):
+        EnigmaEstimator(_cfg(tmax=2), progress=False).estimate(store, HeldOutAgent("t", target_actions=ta))
+
+
+def test_divergence_stops_with_a_message_not_a_number(problem):
+    _, store, _, ta = problem
+    with pytest.raises(DiceDivergence, match="step 20"):
+        EnigmaEstimator(_cfg(lr=500.0), progress=False).estimate(store, HeldOutAgent("t", target_actions=ta))
+
+
+def test_reward_in_the_objective_trains_once_per_rating(problem):
+    _, store, _, ta = problem
+    est = EnigmaEstimator(DiceConfig.preset("bestdice", encoder="onehot", head_hidden=0, tmax=3, steps=30, log_every=10, device="cpu"), progress=False)
+    out = est.estimate(store, HeldOutAgent("t", target_actions=ta))
+    assert set(est.last_result.runs) == {"match", "short"} and set(out) == {"match", "short"}
+
+
+def test_cli_estimate_writes_estimates_and_curves_and_resumes(problem, tmp_path):
+    _, store, _, ta = problem
+    store.write(tmp_path / "store")
+    pq.write_table(ta, tmp_path / "t.parquet")
+    params = tmp_path / "params.yaml"
+    params.write_text("dice:\n  preset: default\n  encoder: onehot\n  head_hidden: 0\n  tmax: 3\n  steps: 40\n  log_every: 20\n  lr: 2.0\n  device: cpu\n")
+    args = ["estimate", "--experience", str(tmp_path / "store"), "--target-actions", f"t={tmp_path / 't.parquet'}",
+            "--exclude-agents", "b2", "--out", str(tmp_path / "out"), "--params", str(params), "-q"]
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code == 0, res.output
+    out = json.loads((tmp_path / "out" / "estimates.json").read_text())
+    assert set(out["targets"]["t"]) == {"match", "short"}
+    assert set(out["targets"]["t"]["match"]) == {"estimate", "unnormalised", "ess"}
+    n_b1 = sum(a == "b1" for a in store.dialogues.column("agent_id").to_pylist())
+    assert out["diagnostics"]["t"]["n_dialogues"] == n_b1 and out["diagnostics"]["t"]["excluded_agents"] == ["b2"]
+    curve = (tmp_path / "out" / "curves" / "t.csv").read_text().splitlines()
+    assert curve[0].startswith("run,step,loss") and len(curve) == 3
+    # a rerun with the same settings reuses the finished target
+    stamp = (tmp_path / "out" / "targets" / "t.json").stat().st_mtime_ns
+    assert CliRunner().invoke(app, args).exit_code == 0
+    assert (tmp_path / "out" / "targets" / "t.json").stat().st_mtime_ns == stamp
+
+
+def test_cli_reports_bad_input_in_one_line(problem, tmp_path):
+    _, store, _, ta = problem
+    store.write(tmp_path / "store")
+    base = ["estimate", "--experience", str(tmp_path / "store"), "--out", str(tmp_path / "o"), "--params", str(tmp_path / "none.yaml")]
+    res = CliRunner().invoke(app, base + ["--target-actions", "t=" + str(tmp_path / "missing.parquet"), "--encoder", "onehot"])
+    assert res.exit_code == 2 and "missing.parquet" in res.output
+    res = CliRunner().invoke(app, base + ["--target-actions", "oops"])
+    assert res.exit_code == 2 and "NAME=VALUE" in res.output
+    res = CliRunner().invoke(app, base + ["--target-actions", "t=x.parquet", "--exclude-agents", "nobody"])
+    assert res.exit_code == 2 and "nobody" in res.output
