@@ -194,7 +194,7 @@ class SellerAgent:
     def respond(self, history: History, n: int = 1, seed: int | None = None) -> list[str]:
         belief = self.understand(history)
         base = 0 if seed is None else seed
-        return [self._act(belief, rng(base, self.agent_id, i)) for i in range(n)]
+        return [self._act(belief, rng(base, "act", i)) for i in range(n)]
 
     # ---- hearing -----------------------------------------------------------------------------
     def _hears_wrong(self, p: float, slot: str, text: str) -> random.Random | None:
