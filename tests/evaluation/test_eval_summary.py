@@ -59,7 +59,7 @@ def test_headline_says_when_enigma_is_not_the_best():
     assert s["comparison"]["first_vs_enigma"]["difference"] > 0
     results, truth = _tables({"enigma": 0.01, "bleu": 0.2})
     s, _ = build_summary(results, truth, "toy", FAST)
-    assert "ENIGMA is the best here, ahead of bleu" in s["headline"]
+    assert "ENIGMA is the best estimator here" in s["headline"] and "ahead of bleu by" in s["headline"]
 
 
 def test_collapsed_estimator_is_flagged_in_the_summary():

@@ -208,9 +208,15 @@ def headline(
     stat = cfg.rank_by[len("mean_") :]
     label = f"mean {stat.capitalize()} over ratings"
     first = scores[ranking[0]]
+    runner = comparison.get("first_vs_runner_up")
+    margin = (
+        f", ahead of {runner['other']} by {_fmt(runner['difference'])} ({_fmt_ci(runner['ci95'])}, paired)"
+        if runner
+        else ""
+    )
     parts = [
         f"On {benchmark}, {ranking[0]} ranks first of {len(ranking)} estimator(s) by {label}: "
-        f"{_fmt(first.means[stat])} ({_fmt_ci(first.mean_ci[stat])}, {len(first.agents)} agents)."
+        f"{_fmt(first.means[stat])} ({_fmt_ci(first.mean_ci[stat])}, {len(first.agents)} agents){margin}."
     ]
     if first.flags:
         parts.append(f"Caution: {ranking[0]} is flagged ({first.flags[0]}).")
@@ -218,13 +224,7 @@ def headline(
     if enigma not in scores:
         parts.append(f"ENIGMA ({enigma!r}) is not in this report.")
     elif ranking[0] == enigma:
-        d = comparison.get("first_vs_runner_up")
-        if d:
-            parts.append(
-                f"ENIGMA is the best here, ahead of {d['other']} by {_fmt(d['difference'])} ({_fmt_ci(d['ci95'])})."
-            )
-        else:
-            parts.append("ENIGMA is the best here.")
+        parts.append("ENIGMA is the best estimator here.")
     else:
         pos = ranking.index(enigma) + 1
         e = scores[enigma]
