@@ -167,3 +167,10 @@ def test_directory_without_inputs_is_fatal(tmp_path, config):
 def test_unknown_format_is_fatal(tmp_path, config):
     with pytest.raises(IngestError, match="unknown format 'csv'"):
         read("csv", tmp_path, config)
+
+
+def test_byte_order_mark_is_not_content(tmp_path, config, good_records):
+    f = write_jsonl(tmp_path / "in.jsonl", good_records)
+    f.write_bytes(b"\xef\xbb\xbf" + f.read_bytes())
+    result = read("jsonl", f, config)
+    assert result.dialogues.num_rows == 6 and result.rejects.num_rows == 0

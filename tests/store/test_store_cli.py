@@ -54,8 +54,7 @@ def test_ingest_jsonl_writes_store_report_and_rejects(tmp_path, params, good_rec
 
 def test_scale_option_declares_ratings(tmp_path, good_records):
     f = write_jsonl(tmp_path / "in.jsonl", good_records)
-    res = _ingest("jsonl", f, "--out", tmp_path / "s", "--params", tmp_path / "none.yaml",
-                  "--scale", "overall=1:5", "--scale", "fun=0:1")
+    res = _ingest("jsonl", f, "--out", tmp_path / "s", "--scale", "overall=1:5", "--scale", "fun=0:1")
     assert res.exit_code == 0, res.output
     assert pq.read_table(tmp_path / "s" / "dialogues.parquet").column("rating_overall").to_pylist()[1] == 0.25
 
@@ -78,12 +77,14 @@ def test_fatal_inputs_exit_2_without_traceback(tmp_path, params, setup, words):
     assert not (tmp_path / "store").exists()
 
 
-def test_bad_scale_option_and_format_exit_2(tmp_path, params, good_records):
+def test_bad_options_exit_2(tmp_path, params, good_records):
     f = write_jsonl(tmp_path / "in.jsonl", good_records)
     res = _ingest("jsonl", f, "--out", tmp_path / "s", "--scale", "overall=5")
     assert res.exit_code == 2 and "error: --scale 'overall=5'" in res.output
     res = _ingest("csv", f, "--out", tmp_path / "s", "--params", params)
     assert res.exit_code == 2 and "unknown format 'csv'" in res.output
+    res = _ingest("jsonl", f, "--out", tmp_path / "s", "--params", tmp_path / "none.yaml")
+    assert res.exit_code == 2 and "none.yaml: parameters file not found" in res.output
 
 
 def test_refuses_to_overwrite_a_directory_that_is_not_a_store(tmp_path, params, good_records):

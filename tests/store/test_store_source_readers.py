@@ -142,3 +142,16 @@ def test_parquet_not_a_store_is_fatal(tmp_path, cfg):
     (tmp_path / "turns.parquet").write_text("not parquet")
     with pytest.raises(IngestError, match="not a readable Parquet file"):
         read("parquet", tmp_path, cfg)
+
+
+def test_corrupt_rejects_file_is_named(tmp_path, cfg):
+    from enigma.store.experience import StoreError
+
+    d = tmp_path / "evallog"
+    d.mkdir()
+    (d / "toy_model.jsonl").write_text(json.dumps(see_record("a1")) + "\n")
+    r = read("see2019", tmp_path, cfg)
+    ExperienceStore(r.dialogues, r.turns, r.rejects).write(tmp_path / "store")
+    (tmp_path / "store" / "rejects.parquet").write_bytes(b"garbage")
+    with pytest.raises(StoreError, match="rejects.parquet: not a readable Parquet file"):
+        ExperienceStore.open(tmp_path / "store")

@@ -33,7 +33,8 @@ def ingest_command(
     out: Path = typer.Option(..., "--out", "-o", help="store directory to write (replaced whole)"),
     scale: Optional[list[str]] = typer.Option(
         None, "--scale", help="rating scale NAME=MIN:MAX (min-max to [0,1]) or NAME=MIN:MAX/DIVISOR; repeatable"),
-    params: Path = typer.Option(Path("params.yaml"), "--params", help="parameters file (section 'ingest')"),
+    params: Optional[Path] = typer.Option(
+        None, "--params", help="parameters file (section 'ingest'); default ./params.yaml when present"),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="show progress bars"),
 ) -> None:
     """Read FORMAT input at PATH, validate it with Great Expectations and write the store."""
@@ -42,7 +43,9 @@ def ingest_command(
     from enigma.store.ingest import ingest
     from enigma.store import queries
 
-    config = load_ingest_config(params)
+    if params is not None and not params.is_file():
+        raise FileNotFoundError(f"{params}: parameters file not found (--params)")
+    config = load_ingest_config(params or "params.yaml")
     config.progress = config.progress and progress
     scales = dict(parse_scale_option(s) for s in scale or [])
     result = ingest(fmt, path, out, config, scales)

@@ -46,7 +46,12 @@ class ExperienceStore:
             except Exception as exc:  # pyarrow raises several types for corrupt files
                 raise StoreError(f"{f}: not a readable Parquet file ({exc})") from exc
         rejects_path = path / S.REJECTS_FILE
-        rejects = pq.read_table(rejects_path) if rejects_path.is_file() else None
+        rejects = None
+        if rejects_path.is_file():
+            try:
+                rejects = pq.read_table(rejects_path)
+            except Exception as exc:  # as above
+                raise StoreError(f"{rejects_path}: not a readable Parquet file ({exc})") from exc
         return cls(tables[S.DIALOGUES_FILE], tables[S.TURNS_FILE], rejects)
 
     def write(self, path: str | Path, manifest: dict | None = None) -> Path:

@@ -72,6 +72,8 @@ def iter_lines(path: Path) -> Iterator[tuple[int, str | None, str | None]]:
     that one line with bad bytes is rejected and the others still load."""
     with open(path, "rb") as fh:
         for lineno, raw in enumerate(fh, start=1):
+            if lineno == 1 and raw.startswith(b"\xef\xbb\xbf"):
+                raw = raw[3:]  # a UTF-8 byte order mark (Windows editors write one) is not content
             if not raw.strip():
                 continue  # blank lines separate nothing in JSONL; they are not records
             try:
@@ -91,6 +93,8 @@ def read_json_document(path: Path) -> Any:
     """A file holding one JSON document. Undecodable or malformed files raise RecordRejected
     (the caller decides whether that is fatal)."""
     data = path.read_bytes()
+    if data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]
     if not data.strip():
         raise RecordRejected(None, "empty file")
     try:
