@@ -1,0 +1,1 @@
+"""The experience store: canonical tables, readers per source, validation, DuckDB queries."""
