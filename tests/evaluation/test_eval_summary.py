@@ -82,6 +82,18 @@ def test_error_rows_are_reported_not_dropped():
     assert s["estimators"]["enigma"]["n_agents"] == 7 and s["agents"]["a2"]["enjoy"]["enigma"] is None
 
 
+def test_truth_reliability_from_standard_errors():
+    results, truth = _tables({"enigma": 0.01}, n_agents=6)
+    truth["stderr"] = 0.0
+    s, _ = build_summary(results, truth, "toy", FAST)
+    assert s["truth_reliability"]["enjoy"]["reliability"] == pytest.approx(1.0)
+    std = s["truth_reliability"]["enjoy"]["std"]
+    truth["stderr"] = std / 2  # noise variance a quarter of the spread
+    s, _ = build_summary(results, truth, "toy", FAST)
+    assert s["truth_reliability"]["enjoy"]["reliability"] == pytest.approx(0.75)
+    assert s["truth_reliability"]["enjoy"]["max_pearson"] == pytest.approx(0.75**0.5)
+
+
 def test_truth_from_store_is_each_agents_own_mean(store):
     t = truth_from_store(store)
     enjoy = store.dialogues.to_pandas().groupby("agent_id")["rating_enjoy"].mean()

@@ -68,6 +68,14 @@ correlates &minus;1 with truth by construction.</p>
 {% for r in s.ratings %}<td title="Pearson CI {{ ci(e[r].pearson_ci95) }}">{{ f(e[r].pearson) }} / {{ f(e[r].spearman) }} / {{ f(e[r].kendall) }} ({{ f(e[r].spread_ratio) }})</td>{% endfor %}</tr>
 {% endfor %}</table>
 
+<h2>How reliable the truth is</h2>
+<p>reliability = 1 &minus; mean(stderr&sup2;) / var(true values across agents); &radic;reliability is
+the Pearson correlation a perfect estimator could expect against these noisy true values.</p>
+<table><tr><th>rating</th><th>std across agents</th><th>mean stderr</th><th>reliability</th><th>max expected Pearson</th></tr>
+{% for r in s.ratings %}{% set t = s.truth_reliability[r] %}<tr><td class="name">{{ r }}</td><td>{{ f(t.std) }}</td>
+<td>{{ f(t.mean_stderr) }}</td><td>{{ f(t.reliability) }}</td><td>{{ f(t.max_pearson) }}</td></tr>{% endfor %}
+</table>
+
 {% if s.errors %}<h2>Failed runs</h2><table><tr><th>estimator</th><th>agent</th><th>error</th></tr>
 {% for x in s.errors %}<tr><td class="name">{{ x.estimator }}</td><td class="name">{{ x.agent_id }}</td><td class="text">{{ x.error }}</td></tr>{% endfor %}
 </table>{% endif %}

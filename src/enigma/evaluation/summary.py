@@ -17,6 +17,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from enigma.evaluation.config import ReportConfig
@@ -151,6 +152,7 @@ def build_summary(
         "headline": headline(benchmark, ranking, scores, comparison, cfg),
         "errors": errors,
         "agents_without_truth": without_truth,
+        "truth_reliability": truth_reliability(truth, list(tw.index), ratings),
         "settings": {
             "bootstrap_resamples": cfg.bootstrap_resamples,
             "seed": cfg.seed,
@@ -161,6 +163,27 @@ def build_summary(
         },
     }
     return _num(summary), scores
+
+
+def truth_reliability(truth: pd.DataFrame, agents: list[str], ratings: list[str]) -> dict[str, Any]:
+    """How much of the spread of the true values across agents is real rather than sampling
+    noise in them: reliability = 1 - mean(stderr^2) / var(values), and sqrt(reliability), the
+    Pearson correlation that a perfect estimator could expect against these noisy values.
+    Simulator truth with tiny standard errors gives reliability near 1; See 2019's per-agent
+    means (about 100 ratings each) noticeably less."""
+    out: dict[str, Any] = {}
+    t = truth[truth["agent_id"].isin(agents)]
+    for r in ratings:
+        sub = t[t["rating"] == r]
+        var = float(sub["value"].var(ddof=1)) if len(sub) > 1 else float("nan")
+        se = sub["stderr"].to_numpy(dtype=float)
+        entry: dict[str, Any] = {"std": math.sqrt(var) if var == var else None, "mean_stderr": None,
+                                 "reliability": None, "max_pearson": None}
+        if len(se) and np.isfinite(se).all() and var > 0:
+            rel = 1.0 - float(np.mean(se**2)) / var
+            entry.update(mean_stderr=float(se.mean()), reliability=rel, max_pearson=math.sqrt(rel) if rel > 0 else 0.0)
+        out[r] = entry
+    return out
 
 
 def rank(scores: dict[str, EstimatorScore], rank_by: str = "mean_pearson") -> list[str]:
