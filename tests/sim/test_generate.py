@@ -117,3 +117,48 @@ def test_default_preset_truth_meets_the_issue(tmp_path):
     assert summary["n_agents"] >= 24
     assert summary["max_stderr"] <= 0.01
     assert summary["reward_max"] - summary["reward_min"] >= 0.6
+
+
+class _AlwaysNoFlight:
+    """An agent outside the simulator's family: it ends every dialogue with "no flight"."""
+
+    def respond(self, history, n=1, seed=None):
+        return ["Sorry, nothing is available. [action: no_flight | flight: none | name: ]"] * n
+
+
+class _Silent:
+    def respond(self, history, n=1, seed=None):
+        return ["Let me think."] * n
+
+
+class _Broken:
+    def respond(self, history, n=1, seed=None):
+        return []
+
+
+def test_rollout_of_any_agent_and_rollout_store():
+    from enigma.sim.sellers import MAX_AGENT_TURNS
+
+    ro = rollout(_AlwaysNoFlight(), 3)
+    assert ro.action.status == "no_flight" and ro.n_agent_turns == 1
+    assert ro.scores["status"] == float(ro.expected.status == "no_flight")
+    silent = rollout(_Silent(), 3)
+    assert silent.action.status == "none" and silent.scores["reward"] == 0.0
+    assert silent.n_agent_turns <= MAX_AGENT_TURNS  # the customer may leave first
+    with pytest.raises(ValueError, match="expected one string"):
+        rollout(_Broken(), 3)
+
+    from enigma.sim.generate import rollout_store
+
+    rated = rollout_store(make_seller("expert"), "expert", n=4, seed=2)
+    assert rated.dialogues.num_rows == 4 and all(v is not None for v in rated.ratings("reward"))
+    unrated = rollout_store(make_seller("expert"), "expert", n=4, seed=2, rated=False)
+    assert unrated.ratings("reward") == [None] * 4
+    assert "goal" not in json.loads(unrated.dialogues.column("meta")[0].as_py())
+    assert unrated.turns.equals(rated.turns)
+
+
+def test_truth_path_option(tmp_path):
+    summary = generate(_small(), tmp_path / "store", agents=["expert"], truth_path=tmp_path / "t" / "truth.parquet")
+    assert (tmp_path / "t" / "truth.parquet").is_file() and not (tmp_path / "store" / TRUTH_FILE).exists()
+    assert summary["truth"] == str(tmp_path / "t" / "truth.parquet")

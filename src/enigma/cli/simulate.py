@@ -23,6 +23,7 @@ def simulate_command(
     seed: Optional[int] = typer.Option(None, "--seed", help="seed of every dialogue (same seed, same bytes)"),
     dialogues_per_agent: Optional[int] = typer.Option(None, "--dialogues-per-agent", help="experience dialogues per agent"),
     truth_rollouts: Optional[int] = typer.Option(None, "--truth-rollouts", help="minimum on-policy rollouts per agent for the truth"),
+    truth: Optional[Path] = typer.Option(None, "--truth", help="where to write the truth table (default <out>/truth.parquet)"),
     params: Path = typer.Option(Path("params.yaml"), "--params", help="parameters file (section 'simulate')"),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="show a progress bar"),
     list_agents: bool = typer.Option(False, "--list-agents", help="print the preset's agents and exit"),
@@ -31,7 +32,7 @@ def simulate_command(
     data (canonical store) and each agent's true value per rating (truth.parquet)."""
     _register_errors()
     from enigma.params import section
-    from enigma.sim.generate import TRUTH_FILE, SimulateConfig, generate
+    from enigma.sim.generate import SimulateConfig, generate
     from enigma.sim.sellers import PRESETS, agent_spec
 
     overrides = dict(preset=preset, seed=seed, dialogues_per_agent=dialogues_per_agent, truth_rollouts=truth_rollouts)
@@ -46,10 +47,10 @@ def simulate_command(
         for agent_id, knobs in PRESETS[cfg.preset].items():
             typer.echo(f"{agent_spec(agent_id):45s} {knobs.description}")
         return
-    summary = generate(cfg, out)
+    summary = generate(cfg, out, truth_path=truth)
     typer.echo(
         f"wrote {out}: {summary['n_dialogues']:,} dialogues of {summary['n_agents']} agents ({cfg.preset}, seed {cfg.seed}); "
-        f"{out / TRUTH_FILE}: true reward {summary['reward_min']:.3f} .. {summary['reward_max']:.3f}, "
+        f"{summary['truth']}: true reward {summary['reward_min']:.3f} .. {summary['reward_max']:.3f}, "
         f"largest standard error {summary['max_stderr']:.4f}"
     )
 

@@ -80,14 +80,16 @@ def _play(agent, seed: int, cfg: SimulateConfig) -> Rollout:
     return rollout(agent, seed, max_agent_turns=cfg.max_agent_turns, customer_noise=cfg.customer_noise)
 
 
-def experience_rows(agent_id: str, cfg: SimulateConfig) -> tuple[list[dict], list[dict]]:
-    """The experience dialogues of one agent: (dialogue rows, turn rows)."""
-    agent = make_seller(agent_id)
+def rollout_rows(agent, agent_id: str, seeds: list[int], cfg: SimulateConfig, rated: bool = True,
+                 id_prefix: str | None = None) -> tuple[list[dict], list[dict]]:  # fmt: skip
+    """Dialogue rows and turn rows (canonical store form) of ``agent`` played on ``seeds``.
+    ``rated=False`` leaves the rating columns null (an agent's own rollouts handed to an
+    estimator must not carry its scores)."""
     dialogues, turns = [], []
-    for i in range(cfg.dialogues_per_agent):
-        seed = mix(cfg.seed, "experience", agent_id, i)
+    prefix = id_prefix if id_prefix is not None else agent_id
+    for i, seed in enumerate(seeds):
         ro = _play(agent, seed, cfg)
-        dialog_id = f"{agent_id}-{i:04d}"
+        dialog_id = f"{prefix}-{i:04d}"
         meta = {
             "seed": seed,
             "preset": cfg.preset,
@@ -95,14 +97,36 @@ def experience_rows(agent_id: str, cfg: SimulateConfig) -> tuple[list[dict], lis
             "expected": {"status": ro.expected.status, "flights": list(ro.expected.flights)},
             "action": {"status": ro.action.status, "flight": ro.action.flight, "name": ro.action.name},
         }
+        if not rated:  # the outcome would give the scores away
+            meta = {"seed": seed, "preset": cfg.preset}
         row = {"dialog_id": dialog_id, "agent_id": agent_id, "source": SOURCE, "n_turns": len(ro.turns)}
         for r in RATINGS:
-            row[S.RATING_PREFIX + r] = ro.scores[r]
-            row[S.RAW_PREFIX + r] = ro.scores[r]
+            row[S.RATING_PREFIX + r] = ro.scores[r] if rated else None
+            row[S.RAW_PREFIX + r] = ro.scores[r] if rated else None
         row["meta"] = json.dumps(meta, sort_keys=True)
         dialogues.append(row)
         turns += [{"dialog_id": dialog_id, "turn_index": j, "role": t.role, "text": t.text} for j, t in enumerate(ro.turns)]
     return dialogues, turns
+
+
+def rollout_store(agent, agent_id: str, n: int, seed: int = 0, rated: bool = True,
+                  cfg: SimulateConfig | None = None) -> ExperienceStore:  # fmt: skip
+    """``n`` dialogues of any ``Agent`` with fresh simulated customers, as an experience store
+    (e.g. an agent's own simulated-user rollouts for an estimator, or scoring a new agent).
+    Seeds come from a stream of their own, apart from the experience and truth streams."""
+    cfg = cfg or SimulateConfig(progress=False)
+    seeds = [mix(seed, "rollouts", agent_id, i) for i in range(n)]
+    dialogues, turns = rollout_rows(agent, agent_id, seeds, cfg, rated=rated)
+    return ExperienceStore(
+        pa.Table.from_pylist(dialogues, schema=S.dialogues_schema(list(RATINGS))),
+        pa.Table.from_pylist(turns, schema=S.TURNS_SCHEMA),
+    )
+
+
+def experience_rows(agent_id: str, cfg: SimulateConfig) -> tuple[list[dict], list[dict]]:
+    """The rated experience dialogues of one seller: (dialogue rows, turn rows)."""
+    seeds = [mix(cfg.seed, "experience", agent_id, i) for i in range(cfg.dialogues_per_agent)]
+    return rollout_rows(make_seller(agent_id), agent_id, seeds, cfg)
 
 
 def true_values(agent_id: str, cfg: SimulateConfig) -> list[dict]:
@@ -136,10 +160,13 @@ def generate(
     out: str | Path,
     agents: list[str] | None = None,
     on_agent: Callable[[str], None] | None = None,
+    truth_path: str | Path | None = None,
 ) -> dict:
-    """Write the store (``dialogues/turns/rejects.parquet``, ``manifest.json``) and
-    ``truth.parquet`` for the preset's agents (or ``agents``) into ``out``. Returns a summary."""
+    """Write the store (``dialogues/turns/rejects.parquet``, ``manifest.json``) for the preset's
+    agents (or ``agents``) into ``out``, and their truth to ``truth_path`` (default
+    ``<out>/truth.parquet``). Returns a summary."""
     out = Path(out)
+    truth_path = Path(truth_path) if truth_path is not None else out / TRUTH_FILE
     agent_ids = agents if agents is not None else preset_agents(cfg.preset)
     partial = out / _PARTIAL / cfg.fingerprint()
     partial.mkdir(parents=True, exist_ok=True)
@@ -179,11 +206,13 @@ def generate(
         "max_agent_turns": cfg.max_agent_turns,
     }
     ExperienceStore(dialogues, turns, None).write(out, manifest=manifest)
-    pq.write_table(truth, out / TRUTH_FILE)
+    truth_path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(truth, truth_path)
     shutil.rmtree(out / _PARTIAL, ignore_errors=True)
     rewards = {row["agent_id"]: row["value"] for row in truth.to_pylist() if row["rating"] == "reward"}
     return {
         "out": str(out),
+        "truth": str(truth_path),
         "n_agents": len(agent_ids),
         "n_dialogues": dialogues.num_rows,
         "max_stderr": max(truth.column("stderr").to_pylist()),

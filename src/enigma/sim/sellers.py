@@ -402,7 +402,7 @@ AIRLINE24: dict[str, SellerKnobs] = {
                    description="mishears names and usually gives up"),
     "worst": _K(intent_noise=0.8, mishear_city=0.3, mishear_date=0.3, mishear_name=0.3, choice="random",
                 exact_dates=False, confirm=False, check_reservation=False, status_slip=0.3, name_mode="last",
-                give_up=0.3, ask_prefs=False, style="terse", description="everything that can go wrong"),
+                give_up=0.5, ask_prefs=False, style="terse", description="everything that can go wrong"),
 }  # fmt: skip
 
 # The paper's rule-rule setting: identical agents but for how noisily they read intent.
