@@ -195,3 +195,15 @@ def test_sampling_approximation_label_and_failed_samples_are_carried(store):
     table = loao.run_loao(store, [est], loao.HeldOutSources(target_actions=sampled), agents=["agent4"], progress=False)
     assert json.loads(table["labels"].iloc[0]) == {"replies-at-logged-states": "target actions: approximation: retrieval stand-in"}
     assert json.loads(table["diagnostics"].iloc[0])["target_actions_failed"] == 1  # agent0-d0 is in the experience
+
+
+def test_evaluate_section_supplies_defaults(tmp_path, store):
+    from enigma.evaluation.config import EvaluateConfig
+
+    cfg = EvaluateConfig(results_dir=tmp_path / "res", agents=["agent1", "agent2"])
+    est = RecordingMean()
+    table = loao.run_loao(store, [est], _sources(store), config=cfg, progress=False)
+    assert sorted(set(table.agent_id)) == ["agent1", "agent2"]
+    assert loao.result_path(tmp_path / "res", est.name, "agent1").is_file()
+    loao.run_loao(store, [est], _sources(store), config=cfg.model_copy(update={"resume": False}), progress=False)
+    assert len(est.calls) == 4

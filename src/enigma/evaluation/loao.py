@@ -33,6 +33,7 @@ import pyarrow.compute as pc
 from tqdm.auto import tqdm
 
 from enigma.contracts import Agent, Estimator, HeldOutAgent, Regime
+from enigma.evaluation.config import EvaluateConfig
 from enigma.evaluation.errors import EvaluationError
 from enigma.store import schema as S
 from enigma.store.experience import ExperienceStore
@@ -383,10 +384,16 @@ def run_loao(
     resume: bool = True,
     errors: Literal["raise", "record"] = "raise",
     progress: bool = True,
+    config: EvaluateConfig | None = None,
 ) -> pd.DataFrame:
     """Every estimator on every held-out agent. With ``errors="record"`` an estimator that
     fails on an agent gives rows with ``error`` set (and is retried on the next run) instead
-    of stopping the whole run."""
+    of stopping the whole run. ``config`` (the ``evaluate`` section of params.yaml) supplies
+    ``agents``, ``results_dir`` and ``resume`` where those arguments are not given."""
+    if config is not None:
+        agents = agents if agents is not None else config.agents
+        results_dir = results_dir if results_dir is not None else config.results_dir
+        resume = resume and config.resume
     sources = sources or HeldOutSources()
     estimators = list(estimators)
     names = [e.name for e in estimators]
