@@ -1,0 +1,27 @@
+"""The simulator's sellers as target agents: a store of one seller's simulated dialogues,
+sampled with another seller through ``python:enigma.sim.sellers:<id>``."""
+
+from __future__ import annotations
+
+from enigma.agents import load_agent
+from enigma.sampling import run_sampling
+
+
+def test_seller_sampled_at_another_sellers_states(tmp_path):
+    from enigma.sim.generate import rollout_store
+    from enigma.sim.sellers import agent_spec, make_seller, preset_agents
+
+    logged, target = preset_agents()[0], preset_agents()[-1]
+    store = rollout_store(make_seller(logged), logged, n=3, seed=0)
+    spec = agent_spec(target)
+    assert spec == f"python:enigma.sim.sellers:{target}"
+    table, stats = run_sampling(store, spec, n_samples=2, cache_dir=tmp_path, progress=False)
+    n_agent_turns = sum(r == "agent" for r in store.turns.column("role").to_pylist())
+    assert table.num_rows == 2 * n_agent_turns and stats.n_failed == 0
+    # the same seller, asked directly with the per-state seed, gives the cached replies
+    agent = load_agent(spec)
+    from enigma.sampling.sampler import call_seed
+
+    row = table.to_pylist()[4]
+    hist = store.histories()[row["dialog_id"]][: row["turn_index"]]
+    assert agent.respond(hist, n=2, seed=call_seed(0, row["state_hash"]))[row["sample_index"]] == row["text"]
