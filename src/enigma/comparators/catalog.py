@@ -12,6 +12,7 @@ from typing import Callable
 from enigma.comparators.adem import AdemEstimator, AutoJudgeEstimator
 from enigma.comparators.baselines import ExperienceMean, ReplyLength
 from enigma.comparators.bertscore import BertScoreEstimator
+from enigma.comparators.critic import FqeCriticEstimator
 from enigma.comparators.dynaeval import DynaEvalEstimator
 from enigma.comparators.config import ComparatorsConfig, load_config
 from enigma.comparators.features import FEATURES
@@ -33,6 +34,7 @@ _BUILDERS: dict[str, Callable[[ComparatorsConfig], object]] = {
     "spe-sigmoid": lambda c: SpeSigmoid(Regime.OWN_ROLLOUTS, c),
     "adem": lambda c: AdemEstimator(c),
     "autojudge": lambda c: AutoJudgeEstimator(Regime.OWN_ROLLOUTS, c),
+    "fqe-critic": lambda c: FqeCriticEstimator(c),
 }
 for _short, _regime in _REGIMES.items():
     _BUILDERS[f"reply-length-{_short}"] = lambda c, r=_regime: ReplyLength(r, c.ridge_alpha)

@@ -61,6 +61,19 @@ class DynaEvalConfig(BaseModel):
     seed: int = 0
 
 
+class CriticConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    context_turns: int = Field(2, ge=1)
+    hidden: int = Field(128, ge=1)
+    dropout: float = Field(0.2, ge=0, lt=1)
+    dropout_passes: int = Field(5, ge=1)  # pessimism: min over this many dropout passes
+    tau: float = Field(0.01, gt=0, le=1)  # Polyak rate of the target network, per step
+    epochs: int = Field(20, ge=1)
+    batch_size: int = Field(256, ge=1)
+    lr: float = Field(1e-3, gt=0)
+    seed: int = 0
+
+
 class ComparatorsConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
     embedding_model: str = "minilm"  # a name or directory for enigma.encoders.weights
@@ -71,6 +84,7 @@ class ComparatorsConfig(BaseModel):
     perplexity: PerplexityConfig = PerplexityConfig()
     adem: AdemConfig = AdemConfig()
     dynaeval: DynaEvalConfig = DynaEvalConfig()
+    critic: CriticConfig = CriticConfig()
 
 
 def load_config(path: str | Path = DEFAULT_PARAMS) -> ComparatorsConfig:
