@@ -50,6 +50,7 @@ def test_ingest_jsonl_writes_store_report_and_rejects(tmp_path, params, good_rec
     assert res.exit_code == 0, res.output
     assert "5 dialogues, 2 agents, 20 turns, 2 rejects" in res.output
     assert "bot-a" in res.output and "bot-b" in res.output
+    assert "rejects by reason:" in res.output and "malformed JSON" in res.output
 
 
 def test_scale_option_declares_ratings(tmp_path, good_records):
@@ -110,6 +111,7 @@ def test_critical_validation_failure_stops_and_keeps_old_store(tmp_path, good_re
     assert "critical expectation(s) failed" in res.output and "turns.text" in res.output and "e.g. d0" in res.output
     assert (out / "dialogues.parquet").read_bytes() == before
     assert "FAILED" in (tmp_path / "store.validation.md").read_text()
+    assert json.loads((tmp_path / "store.validation.json").read_text())["success"] is False
 
 
 def test_data_summary_means_match_arrow(tmp_path, good_records):

@@ -80,6 +80,10 @@ def summary(store: Path = typer.Argument(..., help="experience store directory")
     typer.echo(header)
     for row in table.to_pylist():
         typer.echo(f"{row['agent_id']:<{width}}  {row['n_dialogues']:>5}  " + " ".join(_fmt(row[c]) for c in means))
+    if counts["rejects"]:
+        typer.echo("rejects by reason:")
+        for row in queries.rejects_by_reason(store, limit=10).to_pylist():
+            typer.echo(f"  {row['n']:6,}  [{row['field'] or '-'}] {row['reason']}")
 
 
 def register(app: typer.Typer) -> None:

@@ -3,12 +3,13 @@
 The store directory gets the three Parquet tables, ``manifest.json`` (source, inputs with
 their SHA-256, rating spec, counts) and the validation report (``validation.json`` and
 ``validation.md``). When a critical expectation fails, the report is still written next to
-the intended output (``<out>.validation.md``) and nothing else is touched.
+the intended output (``<out>.validation.md`` and ``.json``) and nothing else is touched.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import tempfile
@@ -77,7 +78,9 @@ def ingest(fmt: str, path: str | Path, out: str | Path, config: IngestConfig | N
         out.parent.mkdir(parents=True, exist_ok=True)
         failed_report = out.parent / f"{out.name}.validation.md"
         failed_report.write_text(report.to_markdown(), encoding="utf-8")
-        report.raise_for_critical(f"{path} (store not written; report in {failed_report})")
+        (out.parent / f"{out.name}.validation.json").write_text(
+            json.dumps(report.to_json_dict(), indent=2, default=str) + "\n", encoding="utf-8")
+        report.raise_for_critical(f"{path} (store not written; report in {failed_report} and .json)")
 
     manifest = {
         "source": result.source,
