@@ -41,7 +41,7 @@ class PerplexityConfig(BaseModel):
 
 class AdemConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    pca_dim: int = Field(50, ge=1)
+    pca_dim: int = Field(20, ge=1)  # ADEM reduced its embeddings to a few tens of dimensions
     context_turns: int = Field(2, ge=1)
     l2: float = Field(1e-3, ge=0)
     epochs: int = Field(200, ge=1)
