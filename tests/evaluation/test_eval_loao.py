@@ -97,9 +97,15 @@ def test_resume_skips_finished_work_and_reruns_on_change(tmp_path, store):
     changed = make_store(seed=1)
     loao.run_loao(changed, [est], _sources(changed), results_dir=tmp_path, progress=False)
     assert len(est.calls) == 7 + 6
+    # The held-out agent's replies changed (a new checkpoint): its results rerun.
+    n = len(est.calls)
+    longer = dict(WORDS, agent2=9)
+    loao.run_loao(changed, [est], loao.HeldOutSources(target_actions=target_actions_for(changed, longer)),
+                  results_dir=tmp_path, progress=False)
+    assert [c["agent_id"] for c in est.calls[n:]] == ["agent2"]
     # Without resume, everything runs.
     loao.run_loao(changed, [est], _sources(changed), results_dir=tmp_path, resume=False, progress=False)
-    assert len(est.calls) == 7 + 12
+    assert len(est.calls) == 7 + 6 + 1 + 6
     assert loao.read_results(tmp_path)["estimate"].notna().all()
 
 

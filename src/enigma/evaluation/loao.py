@@ -113,6 +113,28 @@ def store_fingerprint(store: ExperienceStore) -> str:
     return h.hexdigest()[:16]
 
 
+def _table_digest(table: pa.Table, columns: Sequence[str]) -> str:
+    cols = [c for c in columns if c in table.schema.names]
+    if not cols or table.num_rows == 0:
+        return f"empty:{table.num_rows}"
+    frame = table.select(cols).to_pandas()
+    rows = pd.util.hash_pandas_object(frame, index=False).to_numpy()
+    return hashlib.sha256(rows.tobytes() + ",".join(cols).encode()).hexdigest()[:16]
+
+
+def target_fingerprint(target: HeldOutAgent) -> str:
+    """Changes when what the estimator is given about the agent changes: its replies at the
+    logged states, its rollouts, its unrated dialogues (texts included), or the labels."""
+    parts = [json.dumps(target.labels, sort_keys=True)]
+    if target.target_actions is not None:
+        parts.append(_table_digest(target.target_actions, ["dialog_id", "turn_index", "sample_index", "text", "error"]))
+    for store in (target.rollouts, target.unrated_dialogues):
+        if store is not None:
+            parts.append(_table_digest(store.dialogues, ["dialog_id", "agent_id"]))
+            parts.append(_table_digest(store.turns, ["dialog_id", "turn_index", "role", "text"]))
+    return hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
+
+
 def estimator_fingerprint(estimator: Estimator) -> str:
     """An estimator may expose ``fingerprint`` (str) or a pydantic ``config``; a change in
     either invalidates its saved results."""
@@ -318,8 +340,12 @@ def evaluate_one(
 ) -> tuple[pd.DataFrame, bool]:
     """Score one held-out agent with one estimator. Returns its result rows and whether they
     came from a saved result (resume) rather than a fresh run."""
-    experience = store.without_agent(agent_id)
-    fingerprint = f"{store_fingerprint(experience)}-{estimator_fingerprint(estimator)}"
+    # The view comes first: what the estimator is given about the agent (its sampled replies,
+    # its rollouts) is part of what a saved result depends on.
+    experience, target, notes = held_out_view(store, agent_id, estimator, sources)
+    fingerprint = "-".join(
+        [store_fingerprint(experience), estimator_fingerprint(estimator), target_fingerprint(target)]
+    )
     path = result_path(Path(results_dir), estimator.name, agent_id) if results_dir is not None else None
     if path is not None and resume and path.is_file():
         try:
@@ -330,7 +356,6 @@ def evaluate_one(
             return pd.DataFrame(saved["rows"], columns=RESULT_COLUMNS), True
 
     start = time.perf_counter()
-    experience, target, notes = held_out_view(store, agent_id, estimator, sources)
     ratings = experience.rating_names
     # An estimator with ``estimate_full`` (ENIGMA) returns its extras there: unnormalised
     # estimates, effective sample size, diagnostics and learning curves.
