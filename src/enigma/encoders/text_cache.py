@@ -7,8 +7,8 @@ Layout: ``<cache_dir>/<namespace>/shard-*.npz`` where the namespace fingerprints
 directory and the pooling settings. Each shard holds ``keys`` (16-byte BLAKE2b digests of the
 UTF-8 text, as a ``[n, 16]`` uint8 array) and ``vectors`` (``[n, d]`` float32). Shards are
 written to a temporary name and renamed into place, so readers (other processes included) only
-ever see complete shards, and an interrupted run keeps every shard it finished: rerunning
-resumes where it stopped. Nothing is ever rewritten in place; ``compact()`` merges shards.
+ever see complete shards; an interrupted run writes out the batches it finished (a killed one
+keeps every shard it completed), and rerunning resumes where it stopped. Nothing is ever rewritten in place; ``compact()`` merges shards.
 
 Embeddings are the attention-masked mean of the last hidden layer, L2-normalised (the
 sentence-transformers recipe of all-MiniLM-L6-v2 and all-mpnet-base-v2). Texts longer than
@@ -190,9 +190,10 @@ class EmbeddingCache:
                 if len(pending_keys) >= self.shard_size:
                     self._write_shard(pending_keys, np.concatenate(pending_vecs))
                     pending_keys, pending_vecs = [], []
+        finally:
+            # Also on an interruption (Ctrl-C, an error in a later batch): keep finished batches.
             if pending_keys:
                 self._write_shard(pending_keys, np.concatenate(pending_vecs))
-        finally:
             bar.close()
         self.refresh()
 
