@@ -15,9 +15,20 @@ from tasks._common import CACHED
 # ``python:<module>:<factory>`` spec. A factory with a ``params_path`` parameter (or a class
 # with ``from_params``) reads its own section of params.yaml.
 ESTIMATORS = {
-    "enigma": "enigma.ope.estimator:EnigmaEstimator",
+    "enigma": "tasks.estimate:enigma_from_params",
     "experience-mean": "enigma.comparators.baselines:ExperienceMean",
 }
+
+
+def enigma_from_params(params_path: str = "params.yaml"):
+    """ENIGMA with the ``dice`` section of params.yaml (a preset plus overrides)."""
+    from enigma.ope.config import DiceConfig
+    from enigma.ope.estimator import EnigmaEstimator
+    from enigma.params import load_params
+
+    dice = load_params(params_path).get("dice") or {}
+    # Several held-out agents train at once: one progress bar each would interleave.
+    return EnigmaEstimator(DiceConfig.from_section(dice), progress=False)
 
 
 def build_estimator(name: str, params_path: str = "params.yaml"):
@@ -69,25 +80,49 @@ def estimate_heldout(
         target_actions=(lambda _agent, _experience: targets) if targets is not None else None,
         labels=labels or {},
     )
-    rows, _ = evaluate_one(ExperienceStore.open(store_dir), est, agent_id, sources, results_dir)
+    rows, resumed = evaluate_one(ExperienceStore.open(store_dir), est, agent_id, sources, results_dir)
     out = rows.to_dict(orient="records")
-    heads_file = _save_heads(getattr(est, "heads", None), results_dir, est.name, agent_id)
+    last = None if resumed else getattr(est, "last_result", None)
+    heads_file = _save_extras(last, results_dir, est.name, agent_id)
     for r in out:
         r["heads_path"] = heads_file
     return out
 
 
-def _save_heads(heads, results_dir: str, estimator: str, agent_id: str) -> str | None:
-    """Keep the trained zeta/nu heads beside the result file, for MLflow to log as a model.
+def _save_extras(last: Any, results_dir: str, estimator: str, agent_id: str) -> str | None:
+    """Keep what an estimator's full result holds beyond its estimates (ENIGMA's
+    ``last_result``: the trained zeta/nu heads and the learning curves) beside its result
+    file: the heads for MLflow to log as a model, the curves where the report reads them.
     A result resumed from disk has no fresh heads; the file saved with it is used."""
     from enigma.evaluation.loao import result_path
 
-    path = result_path(results_dir, estimator, agent_id).with_suffix(".heads.pt")
-    if heads is not None:
+    base = result_path(results_dir, estimator, agent_id)
+    heads_path = base.with_suffix(".heads.pt")
+    runs = getattr(last, "runs", None) or {}
+    heads = {k: r.heads for k, r in runs.items() if getattr(r, "heads", None) is not None}
+    if heads:
         import torch
 
-        torch.save(heads, path)
-    return str(path) if path.is_file() else None
+        module = next(iter(heads.values())) if len(heads) == 1 else torch.nn.ModuleDict(heads)
+        torch.save(module, heads_path)
+    curves = getattr(last, "curves", None) or {}
+    curve_path = base.with_suffix(".curve.parquet")
+    if curves and not curve_path.is_file():
+        import pandas as pd
+
+        frames = []
+        for run, rows in curves.items():
+            f = pd.DataFrame(list(rows))
+            if len(f):
+                if len(curves) > 1:
+                    f.insert(0, "run", run)
+                frames.append(f)
+        if frames:
+            f = pd.concat(frames, ignore_index=True)
+            f.insert(0, "agent_id", agent_id)
+            f.insert(0, "estimator", estimator)
+            f.to_parquet(curve_path, index=False)
+    return str(heads_path) if heads_path.is_file() else None
 
 
 @task(name="score-new-agent", **CACHED)

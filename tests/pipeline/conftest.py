@@ -59,6 +59,8 @@ def workspace(tmp_path: Path) -> dict:
     params = {
         "sample": {"cache_dir": str(tmp_path / "sample-cache")},
         "report": {"plots": False, "bootstrap_resamples": 50},
+        # Real ENIGMA, sized for a test: one-hot encoder, a short run.
+        "dice": {"encoder": "onehot", "steps": 60, "log_every": 20},
         "pipeline": {
             "runner": "threads",
             "max_workers": 2,
@@ -71,7 +73,7 @@ def workspace(tmp_path: Path) -> dict:
                     "targets_dir": str(tmp_path / "targets"),
                     "results_dir": str(tmp_path / "results"),
                     "report_dir": str(tmp_path / "report"),
-                    "estimators": ["python:enigma.comparators.baselines:ReplyLength", "experience-mean"],
+                    "estimators": ["enigma", "python:enigma.comparators.baselines:ReplyLength", "experience-mean"],
                 }
             },
         },

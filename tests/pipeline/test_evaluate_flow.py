@@ -4,19 +4,23 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 
 from flows.evaluate import evaluate, main
 from flows.runners import make_task_runner
 
 REPLY_LENGTH = "reply-length[replies-at-logged-states]"
+REPLY_LENGTH_SPEC = "python:enigma.comparators.baselines:ReplyLength"
 
 
-def _check_summary(path: str) -> dict:
+def _check_summary(path: str, with_enigma: bool = True) -> dict:
     s = json.loads(Path(path).read_text())
     assert s["benchmark"] == "tiny" and s["n_agents"] == 5 and s["ratings"] == ["reward"]
     # Reply length tracks the test store's ratings; the leave-one-out mean runs against them.
     assert s["estimators"][REPLY_LENGTH]["reward"]["pearson"] > 0.9
     assert s["estimators"]["experience-mean"]["reward"]["pearson"] < -0.9
+    expected = {"truth", REPLY_LENGTH, "experience-mean"} | ({"enigma"} if with_enigma else set())
+    assert set(s["agents"]["a1"]["reward"]) == expected
     return s
 
 
@@ -24,11 +28,14 @@ def test_evaluate_threads_reports_tracks_and_reuses_results(workspace):
     out = evaluate.with_options(task_runner=make_task_runner(workspace["params"]))("tiny", workspace["params"])
     _check_summary(out["summary_json"])
     assert Path(out["report_html"]).is_file()
-    assert len(out["mlflow"]["children"]) == 10  # 2 estimators x 5 held-out agents
+    assert len(out["mlflow"]["children"]) == 15  # 3 estimators x 5 held-out agents
+    # ENIGMA's heads were logged as models and the best registered.
+    assert out["mlflow"]["registered"] == "enigma-dice-heads/1"
 
     results = Path(workspace["cfg"]["pipeline"]["benchmarks"]["tiny"]["results_dir"])
     files = sorted(results.glob("*/*.json"))
-    assert len(files) == 10
+    assert len(files) == 15
+    assert len(list(results.glob("enigma/*.heads.pt"))) == 5
     stamps = {f: f.stat().st_mtime_ns for f in files}
     again = evaluate.with_options(task_runner=make_task_runner(workspace["params"]))(
         "tiny", workspace["params"], track=False
@@ -45,6 +52,11 @@ def test_evaluate_cli_unknown_benchmark(workspace):
 
 
 def test_evaluate_on_local_dask_cluster(workspace):
+    # The comparators only: each Dask worker is a fresh process, and importing torch and
+    # training ENIGMA there again would only slow this test down without testing more.
+    cfg = workspace["cfg"]
+    cfg["pipeline"]["benchmarks"]["tiny"]["estimators"] = [REPLY_LENGTH_SPEC, "experience-mean"]
+    Path(workspace["params"]).write_text(yaml.safe_dump(cfg))
     runner = make_task_runner(workspace["params"], "dask")
     out = evaluate.with_options(task_runner=runner)("tiny", workspace["params"], track=False)
-    _check_summary(out["summary_json"])
+    _check_summary(out["summary_json"], with_enigma=False)
