@@ -27,7 +27,7 @@ from enigma.contracts import History
 from enigma.sim import world as W
 from enigma.sim.goals import INTENTS, meets_preferences
 from enigma.sim.language import AgentFacts, fmt_action, fmt_date, fmt_hour, read_agent, read_customer
-from enigma.sim.rng import mix, rng
+from enigma.sim.rng import rng
 
 MAX_AGENT_TURNS = 8  # the longest dialogue has 8 agent turns; every seller acts by then
 
@@ -40,7 +40,7 @@ class SellerKnobs:
     mishear_name: float = 0.0  # ... another last name
     intent_noise: float = 0.0  # chance an intent statement is read as a uniformly random intent
     ask_prefs: bool = True  # asks about preferences before searching
-    choice: str = "best"  # best | first | cheapest_any | random: how a flight is picked
+    choice: str = "best"  # best | first | random: how a flight is picked
     exact_dates: bool = True  # only flights on the exact dates (else anything within two days)
     confirm: bool = True  # proposes a flight / asks before cancelling, instead of acting at once
     check_reservation: bool = True  # looks up the reservation before changing or cancelling
@@ -179,7 +179,7 @@ class SellerAgent:
     def __init__(self, agent_id: str, knobs: SellerKnobs) -> None:
         if knobs.style not in _STYLES:
             raise ValueError(f"{agent_id}: unknown style {knobs.style!r}; one of {sorted(_STYLES)}")
-        if knobs.choice not in ("best", "first", "cheapest_any", "random"):
+        if knobs.choice not in ("best", "first", "random"):
             raise ValueError(f"{agent_id}: unknown choice rule {knobs.choice!r}")
         if knobs.name_mode not in ("full", "first", "last"):
             raise ValueError(f"{agent_id}: unknown name mode {knobs.name_mode!r}")
@@ -285,13 +285,13 @@ class SellerAgent:
             cabin=f.cabin, stops=_stops(f.connections), price=f.price,
         )  # fmt: skip
 
-    def _candidates(self, b: Belief, r: random.Random) -> list[W.Flight]:
+    def _candidates(self, b: Belief) -> list[W.Flight]:
         k = self.knobs
         if not (b.route_known() and b.dates_known()):
             return []
         found = W.search_flights(b.origin, b.destination, b.month, b.dep_day, b.ret_day)
         found = [f for f in found if f.number not in b.rejected]
-        if k.choice != "cheapest_any" and k.choice != "random":
+        if k.choice != "random":
             found = [f for f in found if meets_preferences(b.prefs, f)]
         exact = [f for f in found if (f.dep_day, f.ret_day) == (b.dep_day, b.ret_day)]
         if k.exact_dates:
@@ -353,7 +353,7 @@ class SellerAgent:
                 return self._say("dates", r)
             if k.ask_prefs and not b.prefs_known and "prefs" not in b.asked:
                 return self._say("prefs", r)
-        cands = self._candidates(b, r)
+        cands = self._candidates(b)
         if not cands:
             return self._final("no_flight", None, b, r)
         f = self._pick(cands, b, r)
@@ -369,12 +369,12 @@ _K = SellerKnobs
 
 AIRLINE24: dict[str, SellerKnobs] = {
     "expert": _K(description="asks everything, confirms, picks the cheapest flight meeting every preference"),
-    "expert_friendly": _K(style="friendly", mishear_date=0.03, description="near-expert in a friendly voice"),
+    "expert_friendly": _K(style="friendly", mishear_date=0.05, give_up=0.015, description="near-expert in a friendly voice"),
     "expert_terse": _K(style="terse", status_slip=0.03, description="near-expert in a terse voice"),
     "expert_verbose": _K(style="verbose", mishear_city=0.05, description="near-expert, long-winded"),
     "careful_slow": _K(redundant=0.15, mishear_name=0.03, description="re-asks known slots now and then"),
     "first_fit": _K(choice="first", description="proposes the first acceptable flight, not the cheapest"),
-    "first_fit_terse": _K(style="terse", choice="first", mishear_date=0.08, description="first fit, terse"),
+    "first_fit_terse": _K(style="terse", choice="first", mishear_date=0.08, status_slip=0.03, description="first fit, terse"),
     "no_prefs_question": _K(ask_prefs=False, give_up=0.03, description="never asks preferences; learns them from refusals"),
     "slightly_deaf": _K(mishear_city=0.08, mishear_date=0.1, mishear_name=0.05, description="mishears now and then"),
     "hard_of_hearing": _K(mishear_city=0.35, mishear_date=0.35, mishear_name=0.3, description="mishears often"),

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
-from enigma.sim.rng import mix, rng
+from enigma.sim.rng import rng
 
 WORLD_SEED = 20210401
 
@@ -204,7 +204,3 @@ def time_window_of(hour: int) -> str:
         if lo <= hour <= hi:
             return name
     return "night"
-
-
-def seed_for(*parts: int | str) -> int:
-    return mix(WORLD_SEED, *parts)
