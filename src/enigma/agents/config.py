@@ -19,6 +19,8 @@ class HFSettings(_Strict):
     system_prompt: str | None = None
     # Used only when the tokenizer ships no chat template of its own.
     chat_template: str | None = None
+    # "auto": the GPU when there is one, else the CPU; or any torch device string.
+    device: str = "auto"
     # Where GGUF checkpoints are converted once to a plain model directory (fast later loads).
     convert_cache_dir: str = "cache/hf-converted"
 

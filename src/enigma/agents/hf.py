@@ -95,6 +95,14 @@ class HFAgent:
             self.model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
         except (OSError, ValueError) as exc:
             raise AgentSpecError(f"hf checkpoint {self.path}: cannot load ({exc})") from exc
+        device = self.settings.device
+        if device == "auto":
+            device = "cuda" if torch.cuda.is_available() else "cpu"
+        try:
+            self.device = torch.device(device)
+            self.model.to(self.device)
+        except (RuntimeError, ValueError) as exc:
+            raise AgentSpecError(f"hf checkpoint {self.path}: device {device!r} unusable ({exc})") from exc
         self.model.eval()
         if self.settings.chat_template:
             self.tokenizer.chat_template = self.settings.chat_template
@@ -136,14 +144,15 @@ class HFAgent:
         with self._lock, torch.inference_mode():
             if seed is not None:
                 torch.manual_seed(seed)
-            out = self.model.generate(input_ids=ids, attention_mask=mask, **gen)
+            out = self.model.generate(input_ids=ids.to(self.device), attention_mask=mask.to(self.device), **gen)
         new = out[:, ids.shape[1] :]
         return [t.strip() for t in self.tokenizer.batch_decode(new, skip_special_tokens=True)]
 
     def fingerprint_parts(self) -> dict[str, Any]:
         return {
             "checkpoint": self.source_files,
-            "settings": self.settings.model_dump(exclude={"convert_cache_dir"}),
+            # the device is left out: draws on another device are equally valid samples of the agent
+            "settings": self.settings.model_dump(exclude={"convert_cache_dir", "device"}),
         }
 
     def __repr__(self) -> str:
