@@ -1,0 +1,152 @@
+"""Time to train and estimate one held-out agent with the frozen MiniLM encoder on See 2019.
+
+The experience is See 2019 without one agent (about 3,200 dialogues). The held-out agent's
+"replies" are logged agent replies drawn at random from other dialogues (real text of realistic
+length; what the target says does not matter for speed, and the real bots cannot be run). The
+embedding cache is built first (timed separately); then, as in a leave-one-agent-out study,
+the timed part is: pairing the store with the replies, preparing the encoder input from the
+warm cache, DICE training and the final estimate.
+
+    .venv/bin/python benchmarks/ope_speed.py        # writes benchmarks/results/ope_speed.{json,md}
+
+Settings are given per row (``ROWS``); each row is one full train+estimate. Figures on the
+shared 2-core machine are noisy: compare rows of one run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import random
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "src"))
+
+import enigma  # noqa: E402,F401  (offline environment)
+
+DATA = REPO.parent / "shared" / "data" / "see2019_convai2_humaneval"
+RESULTS = REPO / "benchmarks" / "results"
+
+# name -> overrides of the params.yaml dice section
+ROWS: dict[str, dict] = {
+    "default, batch 128, 1500 steps, hidden 32": {"batch_size": 128, "steps": 1500, "head_hidden": 32, "log_every": 250},
+    "default, linear heads, full batch, 300 steps": {"batch_size": None, "steps": 300, "head_hidden": 0, "log_every": 100},
+}
+
+
+def load_store():
+    from enigma.params import section
+    from enigma.store.config import IngestConfig
+    from enigma.store.experience import ExperienceStore
+    from enigma.store.readers import read
+
+    cfg = section(IngestConfig, "ingest", REPO / "params.yaml").model_copy(update={"progress": False})
+    result = read("see2019", DATA, cfg, cfg.source("see2019"))
+    return ExperienceStore(result.dialogues, result.turns)
+
+
+def fake_target_actions(store, seed: int, n_samples: int):
+    import pyarrow as pa
+
+    rng = random.Random(seed)
+    t = store.turns
+    pool = [x for x, r in zip(t.column("text").to_pylist(), t.column("role").to_pylist()) if r == "agent"]
+    rows = {"dialog_id": [], "turn_index": [], "sample_index": [], "text": [], "error": []}
+    for did, ti, role in zip(t.column("dialog_id").to_pylist(), t.column("turn_index").to_pylist(), t.column("role").to_pylist()):
+        if role != "agent":
+            continue
+        for s in range(n_samples):
+            rows["dialog_id"].append(did)
+            rows["turn_index"].append(ti)
+            rows["sample_index"].append(s)
+            rows["text"].append(rng.choice(pool))
+            rows["error"].append(None)
+    return pa.table(rows)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--cache-dir", default=str(REPO / "cache" / "embeddings"))
+    ap.add_argument("--n-samples", type=int, default=1)
+    ap.add_argument("--threads", type=int, default=2)
+    args = ap.parse_args()
+
+    import torch
+
+    from enigma.contracts import HeldOutAgent
+    from enigma.encoders.frozen import FrozenPairEncoder
+    from enigma.ope import DiceConfig, EnigmaEstimator, pair_dialogues
+    from enigma.ope.padding import check_tmax
+    from enigma.params import load_params
+
+    torch.set_num_threads(args.threads)
+    store = load_store()
+    counts: dict[str, int] = {}
+    for a in store.dialogues.column("agent_id").to_pylist():
+        counts[a] = counts.get(a, 0) + 1
+    held_out = max(counts, key=counts.get)
+    experience = store.without_agent(held_out)
+    ta = fake_target_actions(experience, 0, args.n_samples)
+    section = dict(load_params(REPO / "params.yaml").get("dice") or {})
+    longest = max(sum(t.role == "agent" for t in h) for h in experience.histories().values())
+    section["tmax"] = max(int(section.get("tmax", 15)), longest + 1)
+
+    encoder = FrozenPairEncoder("minilm", cache_dir=args.cache_dir)
+    t0 = time.perf_counter()
+    paired = pair_dialogues(experience, ta)
+    check_tmax([d.n_agent_turns for d in paired.dialogues], section["tmax"])
+    encoder.prepare(paired.dialogues, max(d.n_agent_turns for d in paired.dialogues))
+    cache_build_s = time.perf_counter() - t0
+
+    out = {
+        "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "torch_threads": args.threads, "cuda": torch.cuda.is_available()},
+        "data": {"held_out": held_out, "experience_dialogues": experience.dialogues.num_rows, "n_samples": args.n_samples,
+                 "longest_agent_turns": longest, "encoder_dim": encoder.dim},
+        "cache_build_or_warm_s": round(cache_build_s, 2),
+        "rows": [],
+    }
+    for name, over in ROWS.items():
+        cfg = DiceConfig.from_section({**section, **over})
+        est = EnigmaEstimator(cfg, encoder=encoder, progress=False)
+        t0 = time.perf_counter()
+        try:
+            res = est.estimate_full(experience, HeldOutAgent(held_out, target_actions=ta))
+            status = "ok"
+        except Exception as exc:  # a diverged run is a result too
+            res, status = None, f"{type(exc).__name__}: {exc}"
+        dt = time.perf_counter() - t0
+        row = {"config": name, "seconds": round(dt, 2), "status": status, "steps": cfg.steps, "batch_size": cfg.batch_size,
+               "head_hidden": cfg.head_hidden}
+        if res is not None:
+            d = res.diagnostics["all"]
+            row.update(ess_share=round(d["ess_share"], 3), slot_zeta_mean=[round(x, 3) for x in d["slot_zeta_mean"]],
+                       estimates={r: round(e["estimate"], 4) for r, e in res.estimates.items()})
+        out["rows"].append(row)
+        print(json.dumps(row), flush=True)
+
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "ope_speed.json").write_text(json.dumps(out, indent=2) + "\n")
+    lines = [
+        "# ENIGMA train + estimate time for one held-out agent (frozen MiniLM, See 2019)",
+        "",
+        f"Held out: `{held_out}`; experience: {out['data']['experience_dialogues']} dialogues; "
+        f"{args.n_samples} target reply per state; feature dim {encoder.dim}; torch threads {args.threads}; "
+        f"CUDA: {torch.cuda.is_available()}. Encoder cache pass (cold or warm, see json): {cache_build_s:.1f} s.",
+        "Target: under 30 s per held-out agent once the cache is built. Reproduce: `.venv/bin/python benchmarks/ope_speed.py`.",
+        "",
+        "| config | seconds | status | ESS share |",
+        "|---|---|---|---|",
+    ]
+    for r in out["rows"]:
+        lines.append(f"| {r['config']} | {r['seconds']} | {r['status'][:80]} | {r.get('ess_share', '')} |")
+    (RESULTS / "ope_speed.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
