@@ -11,6 +11,14 @@ from pydantic import BaseModel, ConfigDict, Field
 from enigma.params import DEFAULT_PARAMS, section
 
 
+class IngestStep(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    format: str  # a reader of enigma.store.readers (see2019, see2019-selfplay, fed, jsonl, parquet)
+    path: Path
+    out: Path
+
+
 class BenchmarkConfig(BaseModel):
     """Where one benchmark's stages read and write (the same paths as its dvc.yaml stages)."""
 
@@ -20,6 +28,9 @@ class BenchmarkConfig(BaseModel):
     # e.g. by `enigma ingest` or the dvc stages)
     source: Literal["simulate", "ingest", "existing"] = "existing"
     store: Path  # the experience store directory that simulation or ingestion writes
+    # source ingest: every raw input to ingest (the rated logs into ``store``, and e.g. the
+    # self-play transcripts the stand-in agents retrieve from)
+    ingest: list[IngestStep] = []
     truth: Path | None = None  # simulator truth.parquet; None: each agent's own mean rating
     # How to build the held-out agent; ``{agent}`` is replaced by its agent id.
     agent_spec: str
@@ -54,7 +65,7 @@ class NightlyConfig(BaseModel):
 
     registry: Path = Path("agents.yaml")  # a YAML file of named specs, or a folder of checkpoints
     checkpoint_spec: str = "hf:{path}"  # spec of a checkpoint folder entry
-    store: Path = Path("data/work/airline/store")  # the rated experience the agents are scored on
+    store: Path = Path("data/airline/store")  # the rated experience the agents are scored on
     seen: Path = Path("data/work/nightly/seen.json")
     work_dir: Path = Path("data/work/nightly")
     report_dir: Path = Path("reports/nightly")

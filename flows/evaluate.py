@@ -42,15 +42,25 @@ def benchmark_config(benchmark: str, params_path: str | Path = DEFAULT_PARAMS) -
     return cfg.benchmarks[benchmark]
 
 
-def prepare_store(b: BenchmarkConfig, params_path: str) -> str:
-    if b.source == "existing":
-        if not Path(b.store).is_dir():
-            raise FileNotFoundError(f"{b.store}: experience store not found (benchmark source is 'existing')")
-        return str(b.store)
+def prepare_store(b: BenchmarkConfig, params_path: str, params: dict) -> str:
+    """simulate | ingest | existing: the store the benchmark runs on."""
     from tasks import store as store_tasks
 
-    fn = store_tasks.simulate_store if b.source == "simulate" else store_tasks.ingest_store
-    return fn(str(b.store), params_path=params_path, params_digest=digest(params_path))
+    if b.source == "simulate":
+        if b.truth is None:
+            raise ParamsError(f"{params_path}: a simulated benchmark needs 'truth' (where the simulator writes it)")
+        return store_tasks.simulate_store(str(b.store), str(b.truth), params_path=params_path,
+                                          simulate=params.get("simulate") or {})
+    if b.source == "ingest":
+        if not any(Path(s.out) == Path(b.store) for s in b.ingest):
+            raise ParamsError(f"{params_path}: benchmark source 'ingest' but no ingest step writes its store {b.store}")
+        for s in b.ingest:
+            store_tasks.ingest_store(s.format, str(s.path), digest(s.path), str(s.out), params_path=params_path,
+                                     ingest=params.get("ingest") or {})
+        return str(b.store)
+    if not Path(b.store).is_dir():
+        raise FileNotFoundError(f"{b.store}: experience store not found (benchmark source is 'existing')")
+    return str(b.store)
 
 
 @flow(name="evaluate", log_prints=True)
@@ -60,7 +70,7 @@ def evaluate(benchmark: str = "airline", params_path: str = str(DEFAULT_PARAMS),
     pcfg = pipeline_config(params_path)
     b = benchmark_config(benchmark, params_path)
 
-    store_dir = prepare_store(b, params_path)
+    store_dir = prepare_store(b, params_path, params)
     store_digest = digest(store_dir)
     checked = validate_store(store_dir, store_digest, params_path)
     logger.info("store %s: %s", store_dir, checked["counts"])

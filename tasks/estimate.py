@@ -72,15 +72,22 @@ def estimate_heldout(
     result file and learning curve land in ``results_dir``. ``params_digest`` only keys the
     cache: an edited params.yaml reruns the estimate (the runner's own file-level resume
     then decides whether the estimator's settings really changed)."""
-    from enigma.evaluation.loao import HeldOutSources, evaluate_one
     from enigma.store.experience import ExperienceStore
 
     est = build_estimator(estimator, params_path)
+    return run_heldout(est, ExperienceStore.open(store_dir), agent_id, targets, results_dir, labels)
+
+
+def run_heldout(est, store, agent_id: str, targets: Any, results_dir: str, labels: dict | None = None) -> list[dict]:
+    """The body of ``estimate_heldout`` for an already built estimator (the DVC stage reuses
+    one estimator, and so its encoder, across held-out agents)."""
+    from enigma.evaluation.loao import HeldOutSources, evaluate_one
+
     sources = HeldOutSources(
         target_actions=(lambda _agent, _experience: targets) if targets is not None else None,
         labels=labels or {},
     )
-    rows, resumed = evaluate_one(ExperienceStore.open(store_dir), est, agent_id, sources, results_dir)
+    rows, resumed = evaluate_one(store, est, agent_id, sources, results_dir)
     out = rows.to_dict(orient="records")
     last = None if resumed else getattr(est, "last_result", None)
     heads_file = _save_extras(last, results_dir, est.name, agent_id)

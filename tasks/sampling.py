@@ -20,6 +20,7 @@ def sample_targets(
     *,
     sample: dict | None = None,
     exclude_agents: tuple[str, ...] = (),
+    progress: bool = False,
 ):
     """Sample the agent's replies at every logged agent turn of the store (but those of
     ``exclude_agents``); write them to ``out_path`` (Parquet) and return the table. ``sample``
@@ -41,6 +42,8 @@ def sample_targets(
         chunk_states=cfg.chunk_states,
         max_consecutive_errors=cfg.max_consecutive_errors,
         retry_errors=cfg.retry_errors,
+        # Off by default: several agents sample at once in a flow, and their bars would interleave.
+        progress=progress,
     )
     Path(out_path).parent.mkdir(parents=True, exist_ok=True)
     pq.write_table(table, out_path)
