@@ -110,3 +110,11 @@ def test_real_minilm_similarity(tmp_path):
     v = cache.embed(["I want to book a flight to Boston.", "Please book me a plane ticket to Boston.", "The cat sat on the mat."])
     assert v.shape == (3, 384)
     assert v[0] @ v[1] > 0.6 > v[0] @ v[2]
+
+
+def test_a_deep_copy_shares_the_cache(tiny_model_dir, tmp_path):
+    import copy
+
+    cache = _cache(tiny_model_dir, tmp_path)
+    cache.embed(["ok"])  # the model is loaded now
+    assert copy.deepcopy(cache) is cache

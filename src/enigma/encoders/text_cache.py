@@ -87,6 +87,11 @@ class EmbeddingCache:
         self._tokenizer: Any = None
         self.encoded_count = 0  # texts this instance ran through the model (for tests and logs)
 
+    def __deepcopy__(self, memo: dict) -> "EmbeddingCache":
+        # The cache is a shared on-disk resource, not model state: a copied encoder (e.g. the
+        # trainer's weight-averaged copy) shares it rather than duplicating vectors and model.
+        return self
+
     # ------------------------------------------------------------------ reading
     def refresh(self) -> None:
         """Load shards written since the last look (by this or another process)."""
@@ -148,17 +153,16 @@ class EmbeddingCache:
         return out
 
     def _load_model(self) -> None:
-        import torch
         from transformers import AutoModel, AutoTokenizer
 
         self._tokenizer = AutoTokenizer.from_pretrained(self.model_dir)
         self._model = AutoModel.from_pretrained(self.model_dir).eval().to(pick_device(self._device))
         for param in self._model.parameters():
             param.requires_grad_(False)
-        self._torch = torch
 
     def _encode_batch(self, texts: list[str]) -> np.ndarray:
-        torch = self._torch
+        import torch
+
         device = next(self._model.parameters()).device
         enc = self._tokenizer(texts, padding=True, truncation=True, max_length=self.max_length, return_tensors="pt")
         enc = {k: v.to(device) for k, v in enc.items()}
