@@ -129,3 +129,12 @@ def test_cli_reports_bad_input_in_one_line(problem, tmp_path):
     assert res.exit_code == 2 and "NAME=VALUE" in res.output
     res = CliRunner().invoke(app, base + ["--target-actions", "t=x.parquet", "--exclude-agents", "nobody"])
     assert res.exit_code == 2 and "nobody" in res.output
+
+
+def test_frozen_features_can_be_projected_to_fewer_dimensions(problem):
+    _, store, _, ta = problem
+    est = EnigmaEstimator(_cfg(project_dim=5, head_hidden=4), progress=False)
+    out = est.estimate(store, HeldOutAgent("t", target_actions=ta))
+    heads = est.last_result.runs["all"].heads
+    assert heads.zeta_net[0].in_features == 5 and est.encoder().dim > 5
+    assert all(0 <= v <= 1 for v in out.values())

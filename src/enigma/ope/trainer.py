@@ -111,9 +111,24 @@ class _Features:
         self.trainable = any(p.requires_grad for p in encoder.parameters())
         self.autocast = device.type == "cuda" and self.trainable
         self.cache: tuple[torch.Tensor, torch.Tensor] | None = None
+        self.dim = encoder.dim
         if not self.trainable:
             parts = [self._run(torch.arange(i, min(i + cfg.eval_batch_size, n))) for i in range(0, n, cfg.eval_batch_size)]
             self.cache = (torch.cat([p[0] for p in parts]), torch.cat([p[1] for p in parts]))
+            if cfg.project_dim and cfg.project_dim < self.dim:
+                self.cache = self._project(*self.cache, cfg.project_dim, cfg.seed)
+                self.dim = cfg.project_dim
+
+    @staticmethod
+    def _project(logged: torch.Tensor, target: torch.Tensor, k: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Fixed PCA projection of frozen features onto their top ``k`` directions (fitted on
+        the logged and target vectors of real turns): lower-capacity, much cheaper heads."""
+        flat = torch.cat([logged.reshape(-1, logged.shape[-1]), target.reshape(-1, target.shape[-1])])
+        rows = flat[flat.abs().sum(-1) > 0]
+        mean = rows.mean(0)
+        torch.manual_seed(seed)
+        _, _, v = torch.pca_lowrank(rows - mean, q=k, center=False)
+        return (logged - mean) @ v, (target - mean) @ v
 
     def _run(self, index: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.autocast):
@@ -189,7 +204,7 @@ def train_dice(
     n = len(data.dialog_ids)
     encoder = encoder.to(device)
     feats = _Features(encoder, prepared, n, device, cfg)
-    heads = DiceHeads(encoder.dim, cfg.head_hidden, cfg.tmax, cfg.zeta_activation, cfg.lambda_per_slot).to(device)
+    heads = DiceHeads(feats.dim, cfg.head_hidden, cfg.tmax, cfg.zeta_activation, cfg.lambda_per_slot).to(device)
 
     groups = [
         {"params": heads.zeta_parameters(), "lr": cfg.lr * cfg.lr_scale_zeta},
