@@ -185,7 +185,7 @@ class _BilinearEstimator:
         te = self._targets(experience, target)
         with torch.no_grad():
             pred = model(*(as_t(a) for a in vec.raw(te))).numpy()
-        self.diagnostics = {"n_train_turns": len(tr.responses), "n_target_turns": len(te.responses), "train_loss": float(loss), "pca_dim": k}
+        self.diagnostics = {"n_train_turns": len(tr.responses), "n_target_turns": len(te.responses), "train_loss": float(loss.detach()), "pca_dim": k}
         return {n: float(v) for n, v in zip(names, pred.mean(axis=0))}
 
 

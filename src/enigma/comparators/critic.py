@@ -196,7 +196,7 @@ class FqeCriticEstimator:
                 loss.backward()
                 opt.step()
                 polyak(q_target, q, c.tau)
-                loss_value = float(loss)
+                loss_value = float(loss.detach())
         q.eval()
         with torch.no_grad():
             opening = _mean_rows(q(x), tr.opening_rows).mean(dim=0)

@@ -186,7 +186,7 @@ class DynaEvalEstimator:
                 loss = margin_ranking_loss(model(*table.batch(pos)), model(*table.batch(neg)), c.margin)
                 loss.backward()
                 opt.step()
-                total += float(loss) * len(pos)
+                total += float(loss.detach()) * len(pos)
                 n += len(pos)
             losses.append(total / max(n, 1))
         return model, losses

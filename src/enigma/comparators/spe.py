@@ -143,7 +143,7 @@ def train_sigmoid_head(x: np.ndarray, y: np.ndarray, epochs: int, lr: float, wei
         with torch.no_grad():
             return head(torch.as_tensor((xn - mu) / sd, dtype=torch.float32)).numpy()
 
-    return predict, float(loss)
+    return predict, float(loss.detach())
 
 
 class SpeSigmoid(_SpeBase):
