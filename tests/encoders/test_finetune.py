@@ -44,6 +44,20 @@ def _tiny_roberta(tokenizer):
     return RobertaModel(config, add_pooling_layer=False).eval()
 
 
+def _tiny_mpnet(tokenizer):
+    from transformers import MPNetConfig, MPNetModel
+
+    torch.manual_seed(2)
+    config = MPNetConfig(
+        vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
+        max_position_embeddings=130, pad_token_id=tokenizer.pad_token_id,
+    )
+    model = MPNetModel(config, add_pooling_layer=False).eval()
+    with torch.no_grad():  # make the relative bias matter, so a wrong one shows
+        model.encoder.relative_attention_bias.weight.normal_(0, 2.0)
+    return model
+
+
 def _reference_vector(enc: FinetunePairEncoder, history: list[Turn], reply: str) -> torch.Tensor:
     """Encode (history, reply) alone: ordinary positions, no other branch, block-causal mask."""
     tok = enc.tokenizer
@@ -62,14 +76,23 @@ def _reference_vector(enc: FinetunePairEncoder, history: list[Turn], reply: str)
     }
     if enc.use_token_type_ids:
         kwargs["token_type_ids"] = torch.tensor([types])
+    else:  # a model without type embeddings: the encoder's own added table
+        kwargs["inputs_embeds"] = enc.model.get_input_embeddings()(kwargs.pop("input_ids")) + enc.extra_type_embedding(torch.tensor([types]))
+    if enc.model.config._attn_implementation == "eager":
+        kwargs["attention_mask"] = torch.zeros(mask.shape).masked_fill(~mask, torch.finfo(torch.float32).min)
     with torch.no_grad():
         return enc.model(**kwargs).last_hidden_state[0, -1]
 
 
-@pytest.fixture(params=["bert", "roberta"])
+@pytest.fixture(params=["bert", "roberta", "mpnet"])
 def encoder(request, tiny_bert, tiny_tokenizer):
-    model = tiny_bert if request.param == "bert" else _tiny_roberta(tiny_tokenizer)
-    return FinetunePairEncoder(model, tokenizer=tiny_tokenizer)
+    model = {"bert": lambda: tiny_bert, "roberta": lambda: _tiny_roberta(tiny_tokenizer), "mpnet": lambda: _tiny_mpnet(tiny_tokenizer)}
+    enc = FinetunePairEncoder(model[request.param](), tokenizer=tiny_tokenizer)
+    if request.param == "mpnet":
+        assert not enc.use_token_type_ids and enc.extra_type_embedding is not None
+        with torch.no_grad():  # zero-initialised; give it values so a type bug shows
+            enc.extra_type_embedding.weight.normal_(0, 1.0)
+    return enc
 
 
 def test_packed_vectors_equal_separate_encoding(encoder):

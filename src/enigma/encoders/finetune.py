@@ -9,7 +9,8 @@ Works with the packaged MiniLM (BERT), MPNet, or any local Hugging Face encoder:
 * A model whose type vocabulary has one entry (RoBERTa) gets a second one, a copy of the
   pretrained type embedding; a model with no type embedding at all (MPNet, DistilBERT) gets a
   zero-initialised one added to its input embeddings.
-* Models whose position table reserves rows for padding (RoBERTa, MPNet) get the usual offset.
+* Models whose position table reserves rows for padding (RoBERTa, MPNet) get the usual offset;
+  MPNet's relative-position bias is computed from the packed position ids as well.
 * On a CUDA device the forward pass runs under bf16 autocast (fp16 where bf16 is unsupported);
   the returned vectors are float32.
 """
@@ -85,6 +86,8 @@ class FinetunePairEncoder(PairEncoder):
         self.cls_id, self.sep_id, self.pad_id = self._special_ids(tokenizer)
         self._setup_token_types()
         self.position_offset, self.max_positions = self._position_layout()
+        self._packed_positions: torch.Tensor | None = None
+        self._setup_relative_bias()
 
     # ----------------------------------------------------------------- model plumbing
     @staticmethod
@@ -121,6 +124,26 @@ class FinetunePairEncoder(PairEncoder):
             return offset, table.num_embeddings - offset
         limit = getattr(self.model.config, "max_position_embeddings", None) or 1 << 20
         return 0, int(limit)
+
+    def _setup_relative_bias(self) -> None:
+        """MPNet adds a relative-position bias computed from sequence indices, not from the
+        position ids it is given; in a packed sequence a target reply's distance to its
+        history must come from the shared position ids, so the bias is computed from them."""
+        encoder = getattr(self.model, "encoder", None)
+        if encoder is None or not hasattr(encoder, "compute_position_bias") or not hasattr(encoder, "relative_attention_bias"):
+            return
+        original = encoder.compute_position_bias
+        owner = self
+
+        def packed_position_bias(x, position_ids=None, num_buckets=32):
+            positions = owner._packed_positions
+            if positions is None or positions.shape != x.shape[:2]:
+                return original(x, position_ids=position_ids, num_buckets=num_buckets)
+            relative = positions[:, None, :] - positions[:, :, None]  # key minus query
+            bucket = encoder.relative_position_bucket(relative, num_buckets=num_buckets)
+            return encoder.relative_attention_bias(bucket).permute(0, 3, 1, 2).contiguous()  # [B, H, L, L]
+
+        encoder.compute_position_bias = packed_position_bias
 
     @property
     def device(self) -> torch.device:
@@ -223,7 +246,11 @@ class FinetunePairEncoder(PairEncoder):
             else:
                 embeds = self.model.get_input_embeddings()(batch["input_ids"])
                 kwargs["inputs_embeds"] = embeds + self.extra_type_embedding(batch["token_type_ids"]).to(embeds.dtype)
-            return self.model(**kwargs).last_hidden_state.float()
+            self._packed_positions = batch["position_ids"]
+            try:
+                return self.model(**kwargs).last_hidden_state.float()
+            finally:
+                self._packed_positions = None
 
     def forward(self, prepared: FinetunePrepared, index: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         batch = self.batch_tensors(prepared, index)
