@@ -162,3 +162,25 @@ def test_truth_path_option(tmp_path):
     summary = generate(_small(), tmp_path / "store", agents=["expert"], truth_path=tmp_path / "t" / "truth.parquet")
     assert (tmp_path / "t" / "truth.parquet").is_file() and not (tmp_path / "store" / TRUTH_FILE).exists()
     assert summary["truth"] == str(tmp_path / "t" / "truth.parquet")
+
+
+def test_bad_output_paths_are_named(tmp_path):
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(ValueError, match="file: exists and is not a directory"):
+        generate(_small(), tmp_path / "file", agents=["expert"])
+    (tmp_path / "tdir").mkdir()
+    with pytest.raises(ValueError, match="tdir: is a directory"):
+        generate(_small(), tmp_path / "o", agents=["expert"], truth_path=tmp_path / "tdir")
+
+
+def test_config_rejects_bad_values():
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match="dialogues_per_agent"):
+        SimulateConfig(dialogues_per_agent=0)
+    with pytest.raises(ValidationError, match="max_agent_turns"):
+        SimulateConfig(max_agent_turns=12)
+    with pytest.raises(ValidationError, match="colour"):
+        SimulateConfig(preset="airline24", colour="red")  # a misspelt key is an error, not ignored
+    with pytest.raises(ValidationError, match="unknown preset"):
+        SimulateConfig(preset="airline42")

@@ -166,7 +166,11 @@ def generate(
     agents (or ``agents``) into ``out``, and their truth to ``truth_path`` (default
     ``<out>/truth.parquet``). Returns a summary."""
     out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"{out}: exists and is not a directory (the simulator writes a store directory there)")
     truth_path = Path(truth_path) if truth_path is not None else out / TRUTH_FILE
+    if truth_path.is_dir():
+        raise ValueError(f"{truth_path}: is a directory (expected the path of the truth Parquet file)")
     agent_ids = agents if agents is not None else preset_agents(cfg.preset)
     partial = out / _PARTIAL / cfg.fingerprint()
     partial.mkdir(parents=True, exist_ok=True)
