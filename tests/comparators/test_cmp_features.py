@@ -175,3 +175,18 @@ def test_catalog_builds_every_named_comparator_with_a_unique_name(tmp_path):
     assert catalog.see_length_rollouts(str(params)).config.ridge_alpha == 2.0
     with pytest.raises(ValueError, match="unknown"):
         catalog.build("adem-but-misspelt", str(params))
+
+
+def test_fingerprints_change_only_with_the_settings_that_matter():
+    from enigma.comparators import catalog
+    from enigma.comparators.config import AdemConfig, ComparatorsConfig, SpeConfig
+
+    base = ComparatorsConfig()
+    other_spe = ComparatorsConfig(spe=SpeConfig(ridge_alpha=3.0))
+    other_adem = ComparatorsConfig(adem=AdemConfig(pca_dim=7))
+    fp = lambda name, cfg: catalog.build(name, config=cfg).fingerprint()  # noqa: E731
+    assert fp("spe-ridge", base) != fp("spe-ridge", other_spe)
+    assert fp("spe-ridge", base) == fp("spe-ridge", other_adem)
+    assert fp("adem", base) != fp("adem", other_adem)
+    assert fp("see-length-rollouts", base) == fp("see-length-rollouts", other_spe)
+    assert fp("see-length-rollouts", base) != fp("see-length-replies", base)

@@ -27,7 +27,7 @@ import numpy as np
 import torch
 from sklearn.decomposition import PCA
 
-from enigma.comparators.config import ComparatorsConfig
+from enigma.comparators.config import ComparatorsConfig, fingerprint_of
 from enigma.comparators.dialogues import (
     AgentDialogue,
     logged_dialogues,
@@ -147,6 +147,9 @@ class _BilinearEstimator:
         self.embedder = embedder if embedder is not None else LazyEmbedder(self.config)
         self.name = f"{self.kind}[{regime.value}]"
         self.diagnostics: dict = {}
+
+    def fingerprint(self) -> str:
+        return fingerprint_of(self.kind, self.regime.value, self.config.embedding_model, self.config.adem)
 
     def _targets(self, experience: ExperienceStore, target: HeldOutAgent) -> TurnTriples:
         c = self.config.adem

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from enigma.comparators.calibration import RatingRegressor
+from enigma.comparators.config import fingerprint_of
 from enigma.comparators.dialogues import (
     ComparatorInputError,
     logged_dialogues,
@@ -48,6 +49,9 @@ class ReplyLength:
         self.name = f"reply-length[{regime.value}]"
         self.ridge_alpha = ridge_alpha
         self.diagnostics: dict = {}
+
+    def fingerprint(self) -> str:
+        return fingerprint_of("reply-length", self.regime.value, self.ridge_alpha)
 
     def estimate(self, experience: ExperienceStore, target: HeldOutAgent) -> dict[str, float]:
         names = experience.rating_names

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from enigma.comparators.config import ComparatorsConfig
+from enigma.comparators.config import ComparatorsConfig, fingerprint_of
 from enigma.comparators.overlap import ReplyMetricEstimator, ReplyPair
 
 
@@ -22,6 +22,9 @@ class BertScoreEstimator(ReplyMetricEstimator):
         self.layer = self.config.overlap.bertscore_layer
         self.name = f"bertscore:{self.config.embedding_model}-L{self.layer}[replies-at-logged-states]"
         self._scorer = None
+
+    def fingerprint(self) -> str:
+        return fingerprint_of("bertscore", self.config.embedding_model, self.config.overlap)
 
     def _get_scorer(self):
         if self._scorer is None:

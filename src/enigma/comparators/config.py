@@ -89,3 +89,13 @@ class ComparatorsConfig(BaseModel):
 
 def load_config(path: str | Path = DEFAULT_PARAMS) -> ComparatorsConfig:
     return section(ComparatorsConfig, "comparators", path)
+
+
+def fingerprint_of(*parts: object) -> str:
+    """A stable text of the settings that change an estimator's result (the leave-one-agent-out
+    runner reuses a saved result only while it is unchanged): pydantic sections as JSON."""
+    import json
+
+    return json.dumps(
+        [p.model_dump(mode="json") if isinstance(p, BaseModel) else p for p in parts], sort_keys=True, default=str
+    )

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from enigma.comparators.config import ComparatorsConfig
+from enigma.comparators.config import ComparatorsConfig, fingerprint_of
 from enigma.comparators.dialogues import logged_dialogues, rating_matrix, target_replies
 from enigma.comparators.embedding import LazyEmbedder
 from enigma.comparators.features import Embedder
@@ -161,6 +161,9 @@ class FqeCriticEstimator:
         self.config = config or ComparatorsConfig()
         self.embedder = embedder if embedder is not None else LazyEmbedder(self.config)
         self.diagnostics: dict = {}
+
+    def fingerprint(self) -> str:
+        return fingerprint_of("fqe-critic", self.config.embedding_model, self.config.critic)
 
     def estimate(self, experience: ExperienceStore, target: HeldOutAgent) -> dict[str, float]:
         c = self.config.critic

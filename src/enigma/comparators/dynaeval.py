@@ -22,7 +22,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from enigma.comparators.config import ComparatorsConfig
+from enigma.comparators.config import ComparatorsConfig, fingerprint_of
 from enigma.comparators.dialogues import AgentDialogue, logged_dialogues, target_dialogues
 from enigma.comparators.embedding import LazyEmbedder
 from enigma.comparators.features import Embedder
@@ -156,6 +156,9 @@ class DynaEvalEstimator:
         self.progress = progress
         self.name = f"dynaeval[{regime.value}]"
         self.diagnostics: dict = {}
+
+    def fingerprint(self) -> str:
+        return fingerprint_of("dynaeval", self.regime.value, self.config.embedding_model, self.config.dynaeval)
 
     def train(self, table: UtteranceTable, seqs: list[tuple[list[int], list[int]]]) -> tuple[DynaEvalModel, list[float]]:
         c = self.config.dynaeval

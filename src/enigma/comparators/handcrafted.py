@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from enigma.comparators.calibration import RatingRegressor
-from enigma.comparators.config import ComparatorsConfig
+from enigma.comparators.config import ComparatorsConfig, fingerprint_of
 from enigma.comparators.dialogues import logged_dialogues, rating_matrix, target_dialogues
 from enigma.comparators.embedding import LazyEmbedder
 from enigma.comparators.features import FEATURES, Embedder, FeatureExtractor, NidfTable
@@ -40,6 +40,10 @@ class DialogueFeatureEstimator:
         label = self.features[0] if len(self.features) == 1 else "ridge"
         self.name = name or f"see-features:{label}[{regime.value}]"
         self.diagnostics: dict = {}
+
+    def fingerprint(self) -> str:
+        emb = self.config.embedding_model if "relatedness" in self.features else None
+        return fingerprint_of("see-features", self.features, self.regime.value, self.config.ridge_alpha, emb)
 
     def estimate(self, experience: ExperienceStore, target: HeldOutAgent) -> dict[str, float]:
         names = experience.rating_names

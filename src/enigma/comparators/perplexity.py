@@ -16,7 +16,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from enigma.comparators.config import ComparatorsConfig
+from enigma.comparators.config import ComparatorsConfig, fingerprint_of
 from enigma.comparators.overlap import ReplyMetricEstimator, ReplyPair
 from enigma.contracts import Turn
 
@@ -114,6 +114,9 @@ class PerplexityEstimator(ReplyMetricEstimator):
         self.lm = lm
         self._scorer = scorer
         self.name = f"perplexity:{lm}[replies-at-logged-states]"
+
+    def fingerprint(self) -> str:
+        return fingerprint_of("perplexity", self.lm, self.config.perplexity)
 
     def scorer(self) -> CausalLMScorer:
         if self._scorer is None:

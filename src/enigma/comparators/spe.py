@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from enigma.comparators.calibration import RatingRegressor
-from enigma.comparators.config import ComparatorsConfig
+from enigma.comparators.config import ComparatorsConfig, fingerprint_of
 from enigma.comparators.dialogues import (
     AgentDialogue,
     ComparatorInputError,
@@ -76,6 +76,9 @@ class _SpeBase:
         self.extra = tuple(extra_features)
         self.name = f"spe:{self.kind}[{regime.value}]"
         self.diagnostics: dict = {}
+
+    def fingerprint(self) -> str:
+        return fingerprint_of("spe", self.kind, self.regime.value, self.extra, self.config.embedding_model, self.config.spe)
 
     def estimate(self, experience: ExperienceStore, target: HeldOutAgent) -> dict[str, float]:
         names = experience.rating_names
