@@ -162,7 +162,6 @@ class Belief:
     proposed: list = field(default_factory=list)
     rejected: set = field(default_factory=set)
     accepted: int | None = None
-    cancel_asked: bool = False
     cancel_confirmed: bool = False
     agent_turns: int = 0
 
@@ -214,8 +213,6 @@ class SellerAgent:
                 b.asked |= last.asks
                 if last.proposal is not None:
                     b.proposed.append(last.proposal)
-                if "confirm_cancel" in last.asks:
-                    b.cancel_asked = True
                 continue
             text = turn.text
             facts = read_customer(text)
@@ -273,7 +270,7 @@ class SellerAgent:
             if status == "cancel":
                 flight = None
         number = flight.number if flight is not None else None
-        text = self._say(status if status in self._words else "book", r, num=number, name=name or "you")
+        text = self._say(status, r, num=number, name=name or "you")
         return f"{text} {fmt_action(status, number, name)}"
 
     def _propose(self, f: W.Flight, r: random.Random) -> str:
@@ -329,18 +326,19 @@ class SellerAgent:
             if known:
                 return self._say(r.choice(known), r)
             return self._say("filler", r)
-        if b.intent is None:
+        intent = b.intent
+        if intent is None:
             if not last_turn:
                 return self._say("intent", r)
-            b.intent = "book"
+            intent = "book"  # out of turns: the most common request is the best guess
         if b.name is None and not last_turn:
             return self._say("name", r)
-        if b.intent in ("change", "cancel"):
+        if intent in ("change", "cancel"):
             reservation = W.reservation_for(b.name or "")
             if reservation is None and k.check_reservation:
                 return self._final("no_reservation", None, b, r)
-            if b.intent == "cancel":
-                if k.confirm and not b.cancel_asked and not last_turn:
+            if intent == "cancel":
+                if k.confirm and not b.cancel_confirmed and not last_turn:
                     num = reservation.number if reservation is not None else "on file"
                     return self._say("confirm_cancel", r, num=num)
                 return self._final("cancel", None, b, r)
