@@ -106,3 +106,14 @@ def test_learning_curve_records_the_diagnostics():
     d = result.diagnostics["all"]
     assert len(d["slot_zeta_mean"]) == 3 and 0 < d["ess_share"] <= 1
     assert result.diagnostics["n_dialogues"] == 300
+
+
+def test_stopping_rule_ends_a_converged_run_early():
+    mdp, store = _problem(600, seed=0)
+    ta = target_actions(store, _targets(mdp)[0], n_samples=1, seed=0)
+    cfg = _config(steps=5000, log_every=100, stop_window=300, stop_min_steps=500, average_last=0.0)
+    result = EnigmaEstimator(cfg, progress=False).estimate_full(store, HeldOutAgent("soft", target_actions=ta))
+    run = result.runs["all"]
+    assert 500 <= run.steps_run < 5000
+    ce = certainty_equivalence_value(store, ta)
+    assert all(abs(result.estimates[r]["estimate"] - ce[r]) < 0.01 for r in RATINGS)

@@ -95,3 +95,18 @@ def test_presets_validate_and_unknown_names_are_rejected():
     with pytest.raises(ValueError):
         DiceConfig.from_section({"not_a_field": 1})
     assert DiceConfig.from_section({"preset": "paper", "tmax": 8}).tmax == 8
+
+
+def test_stopping_rule_needs_a_full_stable_window():
+    from enigma.ope.trainer import converged
+
+    cfg = DiceConfig.preset("default", stop_window=200, stop_slot_tol=0.03, stop_estimate_tol=0.002)
+
+    def row(step, slot=1.0, est=0.5):
+        return {"step": step, "zeta_slot_0": slot, "zeta_slot_1": 1.0, "estimate_a": est}
+
+    assert not converged([row(100), row(200)], cfg)  # the window is not covered yet
+    assert converged([row(100), row(200), row(300)], cfg)
+    assert not converged([row(100), row(200, slot=1.05), row(300)], cfg)
+    assert not converged([row(100), row(200, est=0.503), row(300)], cfg)
+    assert converged([row(100, slot=0.5), row(200), row(300), row(400)], cfg)  # old rows leave the window

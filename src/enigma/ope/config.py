@@ -54,6 +54,12 @@ class DiceConfig(BaseModel):
     eval_batch_size: int = Field(512, ge=1)
     seed: int = 0
 
+    # ---- stopping rule (0 = off): stable per-slot mass and estimates over a window ------
+    stop_window: int = Field(0, ge=0, description="steps over which the diagnostics must be stable")
+    stop_min_steps: int = Field(0, ge=0)
+    stop_slot_tol: float = Field(0.03, gt=0, description="every slot's E_D[zeta] within 1 +- this")
+    stop_estimate_tol: float = Field(0.002, gt=0, description="no estimate moves more than this")
+
     # ---- divergence guards --------------------------------------------------------------
     zeta_collapse: float = Field(1e-3, gt=0, description="E_D[zeta] below this stops the run")
     zeta_explode: float = Field(1e3, gt=0, description="E_D[zeta] above this stops the run")

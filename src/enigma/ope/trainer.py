@@ -274,6 +274,8 @@ def train_dice(
             curve.append(row)
             _check_divergence(row, cfg)
             bar.set_postfix(zeta=f"{row['zeta_mean']:.3f}", ess=f"{row['ess']:.0f}")
+            if cfg.stop_window and converged(curve, cfg):
+                break
     bar.close()
 
     if averager is not None:
@@ -319,6 +321,24 @@ def _diagnostics_row(step: int, loss: float, heads: DiceHeads, feats: _Features,
     for name, e in rating_estimates(ev["zeta_last"], data.rewards, data.rating_names).items():
         row[f"estimate_{name}"] = e["estimate"]
     return row
+
+
+def converged(curve: list[dict[str, Any]], cfg: DiceConfig) -> bool:
+    """The stopping rule: over the last ``stop_window`` steps (at least), every slot's E_D[zeta]
+    stayed within 1 +- ``stop_slot_tol`` and no rating's estimate moved more than
+    ``stop_estimate_tol``."""
+    last = curve[-1]["step"]
+    if last < cfg.stop_min_steps or curve[0]["step"] > last - cfg.stop_window:
+        return False
+    window = [r for r in curve if r["step"] >= last - cfg.stop_window]
+    slots = [v for r in window for k, v in r.items() if k.startswith("zeta_slot_")]
+    if any(abs(v - 1) > cfg.stop_slot_tol for v in slots):
+        return False
+    for key in (k for k in window[-1] if k.startswith("estimate_")):
+        vals = [r[key] for r in window if math.isfinite(r[key])]
+        if vals and max(vals) - min(vals) > cfg.stop_estimate_tol:
+            return False
+    return True
 
 
 def _check_divergence(row: dict[str, Any], cfg: DiceConfig) -> None:
