@@ -44,3 +44,28 @@ def test_malformed_targets_are_named():
         target_texts(_targets(["ok", None], [None, None]), "agent-z")
     with pytest.raises(ValueError, match="agent-z: no 'text' column"):
         target_texts(pa.table({"reply": ["x"]}), "agent-z")
+
+
+def test_encode_command(tiny_model_dir, tmp_path):
+    import json
+
+    import pyarrow.parquet as pq
+    from typer.testing import CliRunner
+
+    from enigma.cli import app
+
+    store_dir = _store().write(tmp_path / "store")
+    pq.write_table(_targets(["book a flight"], [None]), tmp_path / "t.parquet")
+    args = ["encode", "-e", str(store_dir), "-t", str(tmp_path / "t.parquet"), "--model", str(tiny_model_dir),
+            "--cache-dir", str(tmp_path / "emb"), "--no-progress", "--params", str(tmp_path / "none.yaml")]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 2 and "none.yaml: parameters file not found" in result.output
+    (tmp_path / "p.yaml").write_text("encode:\n  model: minilm\n")
+    args[-1] = str(tmp_path / "p.yaml")
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    out = result.output  # transformers' loading bar (stderr) may share the line
+    stats = json.loads(out[out.index("{") : out.rindex("}") + 1])
+    assert stats["newly_encoded"] == 3 and stats["texts"] == 3
+    result = CliRunner().invoke(app, args[:3] + ["-t", str(tmp_path / "missing.parquet")] + args[5:])
+    assert result.exit_code == 2 and "missing.parquet: targets not found" in result.output

@@ -22,6 +22,7 @@ COMMAND_MODULES = [
     "report",
     "estimate",
     "simulate",
+    "encode",
 ]
 
 for _name in COMMAND_MODULES:

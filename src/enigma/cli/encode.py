@@ -1,0 +1,69 @@
+"""``enigma encode --experience <store> [--targets <parquet>] ...``: fill the embedding cache."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from enigma.cli.errors import USER_ERRORS, user_errors
+
+
+def _register_errors() -> None:
+    from enigma.encoders.weights import WeightsError
+    from enigma.params import ParamsError
+    from enigma.store.experience import StoreError
+
+    for err in (ParamsError, WeightsError, StoreError):
+        if err not in USER_ERRORS:
+            USER_ERRORS.append(err)
+
+
+def _read_targets(path: Path):
+    import pyarrow.parquet as pq
+
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: targets not found (expected a Parquet file or a folder of them)")
+    try:
+        return pq.read_table(path)
+    except Exception as exc:  # pyarrow raises several types for unreadable input
+        raise ValueError(f"{path}: not a readable Parquet table of sampled targets ({exc})") from exc
+
+
+def encode_command(
+    experience: Optional[Path] = typer.Option(None, "--experience", "-e", help="experience store directory"),
+    targets: List[Path] = typer.Option([], "--targets", "-t", help="sampled targets (Parquet file or folder); repeatable"),
+    model: Optional[str] = typer.Option(None, "--model", help="minilm | mpnet | a local Hugging Face directory"),
+    cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help="embedding cache directory"),
+    params: Path = typer.Option(Path("params.yaml"), "--params", help="parameters file (section 'encode')"),
+    progress: bool = typer.Option(True, "--progress/--no-progress", help="show a progress bar"),
+) -> None:
+    """Encode every utterance of a store and every sampled target reply not cached yet, so a
+    leave-one-agent-out study only looks vectors up. Safe to interrupt and rerun."""
+    _register_errors()
+    from enigma.encoders.config import CacheConfig, EncodeConfig
+    from enigma.encoders.warm import warm_cache
+    from enigma.store.experience import ExperienceStore
+
+    if experience is None and not targets:
+        raise ValueError("nothing to encode: give --experience and/or --targets")
+    if params.is_file():
+        cfg = EncodeConfig.load(params)
+    elif params == Path("params.yaml"):  # outside a project checkout: the built-in defaults
+        cfg = EncodeConfig()
+    else:
+        raise FileNotFoundError(f"{params}: parameters file not found")
+    updates = {"progress": cfg.cache.progress and progress}
+    if cache_dir is not None:
+        updates["cache_dir"] = str(cache_dir)
+    cfg = cfg.model_copy(update={"cache": CacheConfig(**{**cfg.cache.model_dump(), **updates})})
+    store = ExperienceStore.open(experience) if experience is not None else None
+    tables = [(str(p), _read_targets(p)) for p in targets]
+    stats = warm_cache(cfg.embedding_cache(model), store, tables)
+    typer.echo(json.dumps(stats.as_dict()))
+
+
+def register(app: typer.Typer) -> None:
+    app.command("encode")(user_errors(encode_command))
