@@ -118,3 +118,26 @@ def test_a_deep_copy_shares_the_cache(tiny_model_dir, tmp_path):
     cache = _cache(tiny_model_dir, tmp_path)
     cache.embed(["ok"])  # the model is loaded now
     assert copy.deepcopy(cache) is cache
+
+
+@pytest.mark.slow
+def test_several_processes_share_one_cache(tiny_model_dir, tmp_path):
+    import subprocess
+    import sys
+
+    script = (
+        "import sys, torch; torch.set_num_threads(1)\n"
+        "from enigma.encoders.text_cache import EmbeddingCache\n"
+        "c = EmbeddingCache(sys.argv[1], sys.argv[2], progress=False, batch_size=3, shard_size=3)\n"
+        "c.embed([f'flight {i} to boston' for i in range(int(sys.argv[3]), int(sys.argv[3]) + 12)])\n"
+    )
+    procs = [
+        subprocess.Popen([sys.executable, "-c", script, str(tiny_model_dir), str(tmp_path), start])
+        for start in ("0", "6")  # overlapping texts 6..11, written by both at the same time
+    ]
+    assert [p.wait(timeout=120) for p in procs] == [0, 0]
+    reader = _cache(tiny_model_dir, tmp_path)
+    texts = [f"flight {i} to boston" for i in range(18)]
+    out = reader.embed(texts)
+    assert reader.encoded_count == 0 and len(reader) == 18
+    np.testing.assert_allclose(out, _cache(tiny_model_dir, tmp_path / "fresh").embed(texts), atol=1e-6)
