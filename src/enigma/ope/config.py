@@ -123,7 +123,7 @@ BESTDICE = dict(_YANG, alpha_nu=0.0, alpha_zeta=1.0, alpha_r=1.0, normalise=True
 DEFAULT: dict[str, Any] = dict(
     alpha_zeta=1.0, zeta_penalty="square", alpha_nu=0.0, alpha_r=0.0, normalise=True,
     lambda_per_slot=True, zeta_activation="square", optimizer="sgd", optimistic=False,
-    lr=1.0, lr_scale_zeta=0.1, lr_scale_nu=1.0, lr_scale_lambda=0.05, lr_scale_encoder=0.01,
+    lr=2.0, lr_scale_zeta=0.1, lr_scale_nu=1.0, lr_scale_lambda=0.05, lr_scale_encoder=0.01,
     schedule="constant", warmup_steps=0, weight_decay=0.0, clip_norm=None, average_last=0.2,
 )
 
