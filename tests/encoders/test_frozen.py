@@ -67,6 +67,22 @@ def test_prepare_encodes_each_text_once_and_reuses_the_cache(cache):
     assert cache.encoded_count == n_texts + 1
 
 
+def test_selected_blocks(cache):
+    d = cache.dim
+    enc = FrozenPairEncoder(cache, position_buckets=4, blocks=("position", "last_user"))
+    assert enc.blocks == ("last_user", "position") and enc.dim == 2 * d + 4
+    full = FrozenPairEncoder(cache, position_buckets=4)
+    idx = torch.tensor([0, 1])
+    small, small_t = enc(enc.prepare([D1, D2], 3), idx)
+    big, big_t = full(full.prepare([D1, D2], 3), idx)
+    keep = list(range(2 * d)) + list(range(4 * d, 4 * d + 4))  # reply, last user, position
+    torch.testing.assert_close(small, big[..., keep])
+    torch.testing.assert_close(small_t, big_t[..., keep])
+    assert FrozenPairEncoder(cache, blocks=()).dim == d
+    with pytest.raises(ValueError, match="blocks: expected distinct names"):
+        FrozenPairEncoder(cache, blocks=("history",))
+
+
 def test_position_buckets_saturate(cache):
     turns = tuple(Turn("user" if i % 2 == 0 else "agent", f"turn {i}") for i in range(10))
     d = DialogueActions("long", turns, (1, 3, 5, 7, 9), tuple(("x",) for _ in range(5)))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -28,6 +29,7 @@ class FrozenConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
     position_buckets: int = Field(16, ge=1)
     projection_dim: int | None = Field(None, ge=1, description="a trainable linear map on top; null: none")
+    blocks: list[Literal["last_user", "prev_agent", "summary", "position"]] = ["last_user", "prev_agent", "summary", "position"]
 
 
 class FinetuneConfig(BaseModel):
@@ -62,7 +64,8 @@ class EncodeConfig(BaseModel):
         from enigma.encoders.frozen import FrozenPairEncoder
 
         return FrozenPairEncoder(
-            self.embedding_cache(model), position_buckets=self.frozen.position_buckets, projection_dim=self.frozen.projection_dim
+            self.embedding_cache(model), position_buckets=self.frozen.position_buckets,
+            projection_dim=self.frozen.projection_dim, blocks=tuple(self.frozen.blocks),
         )
 
     def finetune_encoder(self, model: str | os.PathLike[str] | None = None):

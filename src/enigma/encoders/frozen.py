@@ -19,6 +19,9 @@ A block with nothing to show (no such turn, or a blank utterance, e.g. the empty
 turn of dialogues that the agent opens) is zeros. ``e`` is the mean-pooled, L2-normalised
 sentence embedding; the summary block is a mean of unit vectors, not renormalised.
 
+``blocks`` selects the state blocks (all four by default; e.g. ``("last_user", "position")`` for a
+smaller vector: the reply block is always there).
+
 ``prepare`` looks every text up once and returns index tensors into one embedding table (its
 row 0 is the zero vector; the history summaries are appended as extra rows), so ``forward`` is
 a lookup. With ``projection_dim`` a trainable linear map (and the encoder's ``dim``) sits on top;
@@ -36,6 +39,10 @@ from torch import nn
 
 from enigma.encoders.base import DialogueActions, PairEncoder
 from enigma.encoders.text_cache import EmbeddingCache
+
+
+# The state blocks, in the order they follow the reply embedding.
+STATE_BLOCKS = ("last_user", "prev_agent", "summary", "position")
 
 
 @dataclass
@@ -65,16 +72,23 @@ class FrozenPairEncoder(PairEncoder):
         cache_dir: str | os.PathLike[str] | None = None,
         position_buckets: int = 16,
         projection_dim: int | None = None,
+        blocks: tuple[str, ...] = STATE_BLOCKS,
     ) -> None:
         super().__init__()
         if position_buckets < 1:
             raise ValueError("position_buckets must be >= 1")
+        unknown = [b for b in blocks if b not in STATE_BLOCKS]
+        if unknown or len(set(blocks)) != len(blocks):
+            raise ValueError(f"blocks: expected distinct names from {STATE_BLOCKS}, got {list(blocks)}")
+        # kept in the canonical order whatever order they were given in
+        self.blocks = tuple(b for b in STATE_BLOCKS if b in blocks)
         if projection_dim is not None and projection_dim < 1:
             raise ValueError("projection_dim must be >= 1 or None")
         self.cache = cache if isinstance(cache, EmbeddingCache) else EmbeddingCache(cache, cache_dir)
         self.text_dim = self.cache.dim
         self.position_buckets = position_buckets
-        self.feature_dim = 4 * self.text_dim + position_buckets
+        text_blocks = sum(1 for b in self.blocks if b != "position")
+        self.feature_dim = (1 + text_blocks) * self.text_dim + (position_buckets if "position" in self.blocks else 0)
         self.projection = nn.Linear(self.feature_dim, projection_dim) if projection_dim else None
         self.dim = projection_dim or self.feature_dim
 
@@ -129,15 +143,13 @@ class FrozenPairEncoder(PairEncoder):
         index = index.cpu()
         table = prepared.table
         valid = prepared.valid[index]  # [B, K]
-        state = torch.cat(
-            [
-                table[prepared.last_user[index]],
-                table[prepared.prev_agent[index]],
-                table[prepared.summary[index]],
-                nn.functional.one_hot(prepared.position[index], self.position_buckets).to(table.dtype),
-            ],
-            dim=-1,
-        )  # [B, K, 3d + P]
+        parts = {
+            "last_user": lambda: table[prepared.last_user[index]],
+            "prev_agent": lambda: table[prepared.prev_agent[index]],
+            "summary": lambda: table[prepared.summary[index]],
+            "position": lambda: nn.functional.one_hot(prepared.position[index], self.position_buckets).to(table.dtype),
+        }
+        state = torch.cat([parts[b]() for b in self.blocks] or [table.new_zeros(*valid.shape, 0)], dim=-1)  # [B, K, *]
         target_reply = table[prepared.target_reply[index]]  # [B, K, S, d]
         logged = torch.cat([table[prepared.logged_reply[index]], state], dim=-1)
         target = torch.cat([target_reply, state.unsqueeze(2).expand(-1, -1, target_reply.shape[2], -1)], dim=-1)
