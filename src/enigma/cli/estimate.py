@@ -81,7 +81,10 @@ def run_estimate(
     unknown = excluded - set(store.agents())
     if unknown:
         raise ValueError(f"--exclude-agents: {sorted(unknown)} not agents of {experience} (have {store.agents()})")
-    estimator = EnigmaEstimator(cfg, cache_dir=cache_dir, progress=progress)
+    all_params = load_params(params) if params.is_file() else {}
+    # Embeddings live where the encode stage keeps them, so a study re-encodes nothing.
+    embed_dir = cache_dir / "embeddings" if cache_dir else ((all_params.get("encode") or {}).get("cache") or {}).get("cache_dir")
+    estimator = EnigmaEstimator(cfg, cache_dir=embed_dir, progress=progress)
     settings_hash = hashlib.blake2b(
         json.dumps([cfg.model_dump(mode="json"), str(experience.resolve()), sorted(excluded), n_samples, seed], sort_keys=True).encode(),
         digest_size=8,
