@@ -35,6 +35,9 @@ class BenchmarkConfig(BaseModel):
     # How to build the held-out agent; ``{agent}`` is replaced by its agent id.
     agent_spec: str
     targets_dir: Path
+    # A store of the agents' own unrated dialogues (self-play or simulated-user rollouts), for
+    # the estimators of the own-rollouts regime; None: such estimators cannot run.
+    rollouts: Path | None = None
     results_dir: Path
     report_dir: Path
     estimators: list[str] = ["enigma"]

@@ -42,6 +42,24 @@ def benchmark_config(benchmark: str, params_path: str | Path = DEFAULT_PARAMS) -
     return cfg.benchmarks[benchmark]
 
 
+def heldout_agents(b: BenchmarkConfig, store_dir: str | Path) -> tuple[list[str], list[str]]:
+    """The agents to hold out, and those of the store left out (kept as experience only):
+    with a rollouts store (self-play), only agents that have rollouts can be acted by their
+    stand-in, so the others (e.g. the human baseline) are experience only."""
+    from enigma.store.experience import ExperienceStore
+
+    in_store = ExperienceStore.open(store_dir).agents()
+    if b.agents is not None:
+        missing = sorted(set(b.agents) - set(in_store))
+        if missing:
+            raise ParamsError(f"benchmark agents {missing} have no dialogues in the store {store_dir}")
+        return list(b.agents), sorted(set(in_store) - set(b.agents))
+    if b.rollouts is None:
+        return in_store, []
+    with_rollouts = set(ExperienceStore.open(b.rollouts).agents())
+    return [a for a in in_store if a in with_rollouts], [a for a in in_store if a not in with_rollouts]
+
+
 def prepare_store(b: BenchmarkConfig, params_path: str, params: dict) -> str:
     """simulate | ingest | existing: the store the benchmark runs on."""
     from tasks import store as store_tasks
@@ -76,9 +94,10 @@ def evaluate(benchmark: str = "airline", params_path: str = str(DEFAULT_PARAMS),
     logger.info("store %s: %s", store_dir, checked["counts"])
 
     from enigma.contracts import Regime
-    from enigma.store.experience import ExperienceStore
 
-    agents = b.agents or ExperienceStore.open(store_dir).agents()
+    agents, left_out = heldout_agents(b, store_dir)
+    if left_out:
+        logger.info("experience only (not held out: no rollouts to act them): %s", ", ".join(left_out))
     estimators = {name: build_estimator(name, params_path) for name in b.estimators}
     needs_targets = any(Regime.REPLIES_AT_LOGGED_STATES in e.regimes for e in estimators.values())
     params_digest = digest(params_path)
@@ -111,6 +130,8 @@ def evaluate(benchmark: str = "airline", params_path: str = str(DEFAULT_PARAMS),
             params_path=params_path,
             params_digest=params_digest,
             labels=labels,
+            rollouts_dir=str(b.rollouts) if b.rollouts else None,
+            rollouts_digest=digest(b.rollouts) if b.rollouts else "",
         )
         for name in b.estimators
         for a in agents

@@ -25,9 +25,12 @@ from enigma.store.experience import StoreError
 
 
 def _agents(b, store_dir: str) -> list[str]:
-    from enigma.store.experience import ExperienceStore
+    from flows.evaluate import heldout_agents
 
-    return list(b.agents or ExperienceStore.open(store_dir).agents())
+    agents, left_out = heldout_agents(b, store_dir)
+    if left_out:
+        print(f"experience only (not held out: no rollouts to act them): {', '.join(left_out)}")
+    return agents
 
 
 def sample(benchmark: str, params_path: str) -> None:
@@ -71,6 +74,7 @@ def train(benchmark: str, params_path: str) -> None:
     store = ExperienceStore.open(b.store)
     agents = _agents(b, str(b.store))
     labels = {Regime.REPLIES_AT_LOGGED_STATES.value: b.note} if b.note else {}
+    rollouts = ExperienceStore.open(b.rollouts) if b.rollouts else None
     for name in b.estimators:
         est = build_estimator(name, params_path)  # one per estimator: its encoder is reused
         needs = Regime.REPLIES_AT_LOGGED_STATES in est.regimes
@@ -82,7 +86,7 @@ def train(benchmark: str, params_path: str) -> None:
                     raise FileNotFoundError(f"{f}: target actions of {a} missing (run the sample stage first)")
                 targets = pq.read_table(f)
             t0 = time.perf_counter()
-            run_heldout(est, store, a, targets, str(b.results_dir), labels)
+            run_heldout(est, store, a, targets, str(b.results_dir), labels, rollouts)
             tqdm.write(f"{est.name} / {a}: {time.perf_counter() - t0:.1f}s")
 
 

@@ -32,11 +32,19 @@ def enigma_from_params(params_path: str = "params.yaml"):
 
 
 def build_estimator(name: str, params_path: str = "params.yaml"):
+    """An estimator by name: ``enigma``, a comparator of ``enigma.comparators.catalog``, or a
+    ``python:<module>:<factory>`` spec."""
     target = ESTIMATORS.get(name)
+    if target is None and not name.startswith("python:"):
+        from enigma.comparators import catalog
+
+        if name in catalog.NAMES:
+            return catalog.build(name, params_path)
     if target is None:
         if not name.startswith("python:"):
             raise ValueError(
-                f"estimator {name!r}: unknown; use one of {sorted(ESTIMATORS)} or 'python:<module>:<factory>'"
+                f"estimator {name!r}: unknown; use 'enigma', a comparator name (enigma.comparators.catalog.NAMES) "
+                "or 'python:<module>:<factory>'"
             )
         target = name[len("python:") :]
     module, _, attr = target.rpartition(":")
@@ -67,6 +75,8 @@ def estimate_heldout(
     params_path: str = "params.yaml",
     params_digest: str = "",
     labels: dict[str, str] | None = None,
+    rollouts_dir: str | None = None,
+    rollouts_digest: str = "",
 ) -> list[dict]:
     """One (estimator, held-out agent) result: its rows (one per rating) as records; the
     result file and learning curve land in ``results_dir``. ``params_digest`` only keys the
@@ -75,16 +85,28 @@ def estimate_heldout(
     from enigma.store.experience import ExperienceStore
 
     est = build_estimator(estimator, params_path)
-    return run_heldout(est, ExperienceStore.open(store_dir), agent_id, targets, results_dir, labels)
+    rollouts = ExperienceStore.open(rollouts_dir) if rollouts_dir else None
+    return run_heldout(est, ExperienceStore.open(store_dir), agent_id, targets, results_dir, labels, rollouts)
 
 
-def run_heldout(est, store, agent_id: str, targets: Any, results_dir: str, labels: dict | None = None) -> list[dict]:
+def run_heldout(
+    est, store, agent_id: str, targets: Any, results_dir: str, labels: dict | None = None, rollouts: Any = None
+) -> list[dict]:
     """The body of ``estimate_heldout`` for an already built estimator (the DVC stage reuses
-    one estimator, and so its encoder, across held-out agents)."""
+    one estimator, and so its encoder, across held-out agents). ``rollouts`` is a store of
+    unrated dialogues of the agents themselves (e.g. See 2019's self-play), for the
+    estimators of the own-rollouts regime."""
     from enigma.evaluation.loao import HeldOutSources, evaluate_one
+
+    def own_rollouts(agent: str):
+        got = rollouts.filter_agents(keep={agent})
+        if got.dialogues.num_rows == 0:
+            raise ValueError(f"agent {agent!r} has no dialogues in the rollouts store")
+        return got
 
     sources = HeldOutSources(
         target_actions=(lambda _agent, _experience: targets) if targets is not None else None,
+        rollouts=own_rollouts if rollouts is not None else None,
         labels=labels or {},
     )
     rows, resumed = evaluate_one(store, est, agent_id, sources, results_dir)
