@@ -199,3 +199,12 @@ def test_byte_identical_across_processes_with_different_hash_seeds(tmp_path):
         env = {**os.environ, "PYTHONHASHSEED": hash_seed}
         subprocess.run([sys.executable, "-c", code, str(tmp_path / name)], check=True, env=env, timeout=120)
     assert _files(tmp_path / "p1") == _files(tmp_path / "p2")
+
+
+@pytest.mark.slow
+def test_rule6_truth_falls_with_intent_noise(tmp_path):
+    generate(SimulateConfig(preset="rule6", progress=False, dialogues_per_agent=2), tmp_path)
+    truth = pq.read_table(tmp_path / TRUTH_FILE).to_pylist()
+    rewards = [t["value"] for t in truth if t["rating"] == "reward"]  # agents in noise order 0 .. 1
+    assert rewards[0] == pytest.approx(1.0)
+    assert all(a > b for a, b in zip(rewards, rewards[1:]))

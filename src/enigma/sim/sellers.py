@@ -159,10 +159,9 @@ class Belief:
     prefs: dict = field(default_factory=dict)
     prefs_known: bool = False
     asked: set = field(default_factory=set)
-    proposed: list = field(default_factory=list)
     rejected: set = field(default_factory=set)
     accepted: int | None = None
-    cancel_confirmed: bool = False
+    cancel_asked: bool = False
     agent_turns: int = 0
 
     def route_known(self) -> bool:
@@ -211,8 +210,8 @@ class SellerAgent:
                 last = read_agent(turn.text)
                 b.agent_turns += 1
                 b.asked |= last.asks
-                if last.proposal is not None:
-                    b.proposed.append(last.proposal)
+                if "confirm_cancel" in last.asks:
+                    b.cancel_asked = True
                 continue
             text = turn.text
             facts = read_customer(text)
@@ -251,8 +250,6 @@ class SellerAgent:
                     b.accepted = last.proposal
                 else:
                     b.rejected.add(last.proposal)
-            if last is not None and "confirm_cancel" in last.asks and facts.accept and not facts.reject:
-                b.cancel_confirmed = True
             last = None
         return b
 
@@ -338,7 +335,8 @@ class SellerAgent:
             if reservation is None and k.check_reservation:
                 return self._final("no_reservation", None, b, r)
             if intent == "cancel":
-                if k.confirm and not b.cancel_confirmed and not last_turn:
+                # Asked once: the answer either restates another intent (read above) or confirms.
+                if k.confirm and not b.cancel_asked and not last_turn:
                     num = reservation.number if reservation is not None else "on file"
                     return self._say("confirm_cancel", r, num=num)
                 return self._final("cancel", None, b, r)
