@@ -112,6 +112,24 @@ def test_packed_vectors_equal_separate_encoding(encoder):
         assert not logged[b, len(d.agent_turns):].any() and not target[b, len(d.agent_turns):].any()
 
 
+def test_a_deep_copy_of_mpnet_uses_its_own_weights(tiny_tokenizer):
+    """The trainer deep-copies the encoder for weight averaging: the copy's position bias must
+    be the copy's, not the original's."""
+    import copy
+
+    enc = FinetunePairEncoder(_tiny_mpnet(tiny_tokenizer), tokenizer=tiny_tokenizer)
+    twin = copy.deepcopy(enc)
+    assert twin.model.encoder.compute_position_bias.__self__ is twin.model.encoder
+    prepared = enc.prepare(DIALOGUES, 3)
+    with torch.no_grad():
+        twin.model.encoder.relative_attention_bias.weight.mul_(3.0)
+        before, _ = enc(prepared, torch.tensor([0]))
+        changed, _ = twin(prepared, torch.tensor([0]))
+        again, _ = enc(prepared, torch.tensor([0]))
+    torch.testing.assert_close(before, again)
+    assert not torch.allclose(before, changed)
+
+
 def test_the_reference_check_can_fail(tiny_bert, tiny_tokenizer):
     """Sanity for the test above: letting a target see the logged reply changes its vector."""
     enc = FinetunePairEncoder(tiny_bert, tokenizer=tiny_tokenizer)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import inspect
 import os
+import types
 from dataclasses import dataclass
 from typing import Any
 
@@ -86,7 +87,6 @@ class FinetunePairEncoder(PairEncoder):
         self.cls_id, self.sep_id, self.pad_id = self._special_ids(tokenizer)
         self._setup_token_types()
         self.position_offset, self.max_positions = self._position_layout()
-        self._packed_positions: torch.Tensor | None = None
         self._setup_relative_bias()
 
     # ----------------------------------------------------------------- model plumbing
@@ -130,20 +130,12 @@ class FinetunePairEncoder(PairEncoder):
         position ids it is given; in a packed sequence a target reply's distance to its
         history must come from the shared position ids, so the bias is computed from them."""
         encoder = getattr(self.model, "encoder", None)
+        self._bias_owner = None
         if encoder is None or not hasattr(encoder, "compute_position_bias") or not hasattr(encoder, "relative_attention_bias"):
             return
-        original = encoder.compute_position_bias
-        owner = self
-
-        def packed_position_bias(x, position_ids=None, num_buckets=32):
-            positions = owner._packed_positions
-            if positions is None or positions.shape != x.shape[:2]:
-                return original(x, position_ids=position_ids, num_buckets=num_buckets)
-            relative = positions[:, None, :] - positions[:, :, None]  # key minus query
-            bucket = encoder.relative_position_bucket(relative, num_buckets=num_buckets)
-            return encoder.relative_attention_bias(bucket).permute(0, 3, 1, 2).contiguous()  # [B, H, L, L]
-
-        encoder.compute_position_bias = packed_position_bias
+        # A bound method (not a closure) so that a deep copy of the model rebinds it to the copy.
+        encoder.compute_position_bias = types.MethodType(_packed_position_bias, encoder)
+        self._bias_owner = "encoder"
 
     @property
     def device(self) -> torch.device:
@@ -246,11 +238,14 @@ class FinetunePairEncoder(PairEncoder):
             else:
                 embeds = self.model.get_input_embeddings()(batch["input_ids"])
                 kwargs["inputs_embeds"] = embeds + self.extra_type_embedding(batch["token_type_ids"]).to(embeds.dtype)
-            self._packed_positions = batch["position_ids"]
+            bias_owner = getattr(self.model, self._bias_owner) if self._bias_owner else None
+            if bias_owner is not None:
+                bias_owner._enigma_positions = batch["position_ids"]
             try:
                 return self.model(**kwargs).last_hidden_state.float()
             finally:
-                self._packed_positions = None
+                if bias_owner is not None:
+                    bias_owner._enigma_positions = None
 
     def forward(self, prepared: FinetunePrepared, index: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         batch = self.batch_tensors(prepared, index)
@@ -265,3 +260,14 @@ class FinetunePairEncoder(PairEncoder):
         logged = gathered[:, :k_max]
         target = gathered[:, k_max:].reshape(bsz, k_max, s, hidden.shape[-1])
         return logged, target
+
+
+def _packed_position_bias(encoder: nn.Module, x: torch.Tensor, position_ids=None, num_buckets: int = 32) -> torch.Tensor:
+    """MPNet's relative-position bias from the packed position ids set for this forward pass
+    (``[B, H, L, L]``); outside a packed pass, the library's own computation."""
+    positions = getattr(encoder, "_enigma_positions", None)
+    if positions is None or positions.shape != x.shape[:2]:
+        return type(encoder).compute_position_bias(encoder, x, position_ids=position_ids, num_buckets=num_buckets)
+    relative = positions[:, None, :] - positions[:, :, None]  # key minus query
+    bucket = encoder.relative_position_bucket(relative, num_buckets=num_buckets)
+    return encoder.relative_attention_bias(bucket).permute(0, 3, 1, 2).contiguous()
