@@ -163,12 +163,9 @@ class _BilinearEstimator:
     def estimate(self, experience: ExperienceStore, target: HeldOutAgent) -> dict[str, float]:
         c = self.config.adem
         names = experience.rating_names
-        train = [d for d in logged_dialogues(experience) if d.scored]
-        y_dialogue = rating_matrix(experience, names)
-        keep_rows = [k for k, d in enumerate(logged_dialogues(experience)) if d.scored]
-        y_dialogue = y_dialogue[keep_rows]
+        train = logged_dialogues(experience)
         tr = turn_triples(train, c.context_turns)
-        y = y_dialogue[tr.dialogue_row]  # per-turn labels: the dialogue's rating
+        y = rating_matrix(experience, names)[tr.dialogue_row]  # per-turn labels: the dialogue's rating
         vec = TextVectors(self.embedder)
         raw = vec.raw(tr)
         k = min(c.pca_dim, raw[0].shape[1], len(tr.responses))

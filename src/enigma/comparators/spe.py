@@ -82,7 +82,7 @@ class _SpeBase:
 
     def estimate(self, experience: ExperienceStore, target: HeldOutAgent) -> dict[str, float]:
         names = experience.rating_names
-        train = [d for d in logged_dialogues(experience)]
+        train = logged_dialogues(experience)
         keep = np.array([bool(d.scored) for d in train])
         y = rating_matrix(experience, names)[keep]
         x = spe_inputs([d for d, k in zip(train, keep) if k], self.embedder, self.extra)
