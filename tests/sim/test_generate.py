@@ -208,3 +208,15 @@ def test_rule6_truth_falls_with_intent_noise(tmp_path):
     rewards = [t["value"] for t in truth if t["rating"] == "reward"]  # agents in noise order 0 .. 1
     assert rewards[0] == pytest.approx(1.0)
     assert all(a > b for a, b in zip(rewards, rewards[1:]))
+
+
+def test_true_values_of_an_outside_agent():
+    from enigma.sim.generate import true_values
+
+    rows = true_values("no-flight-bot", _small(truth_rollouts=200), agent=_AlwaysNoFlight())
+    by = {r["rating"]: r for r in rows}
+    assert all(r["agent_id"] == "no-flight-bot" and r["n"] == 200 for r in rows)
+    # It always names nobody and books nothing: right only where no flight (of any kind) was due.
+    assert by["name"]["value"] == 0.0
+    assert 0.0 < by["status"]["value"] < 0.3 and by["flight"]["value"] > by["status"]["value"]
+    assert by["reward"]["value"] == pytest.approx(0.5 * by["flight"]["value"] + 0.3 * by["status"]["value"])

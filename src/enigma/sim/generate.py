@@ -129,9 +129,10 @@ def experience_rows(agent_id: str, cfg: SimulateConfig) -> tuple[list[dict], lis
     return rollout_rows(make_seller(agent_id), agent_id, seeds, cfg)
 
 
-def true_values(agent_id: str, cfg: SimulateConfig) -> list[dict]:
-    """Mean and standard error per rating from fresh on-policy rollouts (see module docstring)."""
-    agent = make_seller(agent_id)
+def true_values(agent_id: str, cfg: SimulateConfig, agent=None) -> list[dict]:
+    """Mean and standard error per rating from fresh on-policy rollouts (see module docstring).
+    ``agent`` scores any ``Agent`` under that id; by default the seller of that id."""
+    agent = agent if agent is not None else make_seller(agent_id)
     sums = dict.fromkeys(RATINGS, 0.0)
     squares = dict.fromkeys(RATINGS, 0.0)
     n = 0
