@@ -21,7 +21,8 @@ setup: $(STAMP)
 # Main job: reproduce the default (airline) benchmark with DVC.
 run: setup
 	# only the airline pipeline: See 2019 is `dvc repro report_see2019`
-	$(BIN)/dvc repro report_airline
+	# the stages call `enigma` and `python` from PATH (so that `dvc exp run --temp` works too)
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc repro report_airline
 	$(BIN)/enigma report show reports/airline/summary.json
 
 # Whole suite, the slow real-data checks included (this is what CI runs).
