@@ -29,7 +29,7 @@ class DiceConfig(BaseModel):
 
     # ---- heads --------------------------------------------------------------------------
     head_hidden: int = Field(64, ge=0, description="hidden width of the GELU MLP heads; 0 = linear")
-    project_dim: int | None = Field(None, ge=1, description="frozen encoders: fixed PCA to this many dims before the heads")
+    project_dim: int | None = Field(None, ge=1, description="frozen encoders: fixed whitened PCA to this many dims before the heads")
 
     # ---- optimiser ----------------------------------------------------------------------
     optimizer: Literal["adamw", "sgd"] = "adamw"

@@ -121,14 +121,16 @@ class _Features:
 
     @staticmethod
     def _project(logged: torch.Tensor, target: torch.Tensor, k: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """Fixed PCA projection of frozen features onto their top ``k`` directions (fitted on
+        """Fixed, whitened PCA projection of frozen features onto their top ``k`` directions (fitted on
         the logged and target vectors of real turns): lower-capacity, much cheaper heads."""
         flat = torch.cat([logged.reshape(-1, logged.shape[-1]), target.reshape(-1, target.shape[-1])])
         rows = flat[flat.abs().sum(-1) > 0]
         mean = rows.mean(0)
         torch.manual_seed(seed)
-        _, _, v = torch.pca_lowrank(rows - mean, q=k, center=False)
-        return (logged - mean) @ v, (target - mean) @ v
+        _, sv, v = torch.pca_lowrank(rows - mean, q=k, center=False)
+        # Whitened: unit variance per direction, so one learning rate suits every input scale.
+        w = v / (sv / max(len(rows) - 1, 1) ** 0.5).clamp(min=1e-6)
+        return (logged - mean) @ w, (target - mean) @ w
 
     def _run(self, index: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.autocast):
