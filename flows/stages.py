@@ -68,9 +68,10 @@ def train(benchmark: str, params_path: str) -> None:
     from enigma.contracts import Regime
     from enigma.store.experience import ExperienceStore
     from flows.evaluate import benchmark_config
-    from tasks.estimate import build_estimator, run_heldout
+    from tasks.estimate import build_estimator, record_failure, run_heldout
 
     b = benchmark_config(benchmark, params_path)
+    failures = 0
     store = ExperienceStore.open(b.store)
     agents = _agents(b, str(b.store))
     labels = {Regime.REPLIES_AT_LOGGED_STATES.value: b.note} if b.note else {}
@@ -86,8 +87,16 @@ def train(benchmark: str, params_path: str) -> None:
                     raise FileNotFoundError(f"{f}: target actions of {a} missing (run the sample stage first)")
                 targets = pq.read_table(f)
             t0 = time.perf_counter()
-            run_heldout(est, store, a, targets, str(b.results_dir), labels, rollouts)
+            try:
+                run_heldout(est, store, a, targets, str(b.results_dir), labels, rollouts)
+            except Exception as exc:  # one agent's failure (e.g. a diverged run) is reported, not fatal
+                failures += 1
+                record_failure(str(b.results_dir), est, a, store.rating_names, exc)
+                tqdm.write(f"{est.name} / {a}: FAILED ({type(exc).__name__}: {str(exc)[:300]})")
+                continue
             tqdm.write(f"{est.name} / {a}: {time.perf_counter() - t0:.1f}s")
+    if failures:
+        print(f"{failures} (estimator, agent) run(s) failed; the report lists them; the next run retries them")
 
 
 def report(benchmark: str, params_path: str, track: bool = True) -> dict:

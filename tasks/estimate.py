@@ -207,3 +207,25 @@ def score_new_agent(
         "ess": _scalars(extras.get("ess")),
         "diagnostics": extras.get("diagnostics") or {},
     }
+
+
+def record_failure(results_dir: str, est, agent_id: str, ratings: list[str], exc: BaseException) -> list[dict]:
+    """Write an error result for (estimator, agent) in the runner's file format, so the report
+    lists the failure (``errors`` in summary.json) instead of the whole run stopping; its
+    fingerprint never matches, so the next run tries the agent again."""
+    import json
+
+    from enigma.evaluation.loao import _atomic_write, regime_names, result_path
+
+    message = f"{type(exc).__name__}: {exc}"
+    rows = [
+        {
+            "estimator": est.name, "agent_id": agent_id, "rating": r, "estimate": float("nan"),
+            "unnormalised": None, "ess": None, "regime": ",".join(regime_names(est)),
+            "labels": "{}", "diagnostics": "{}", "n_experience_dialogues": None, "seconds": None,
+            "error": message[:2000],
+        }
+        for r in ratings
+    ]
+    _atomic_write(result_path(results_dir, est.name, agent_id), json.dumps({"fingerprint": "failed", "rows": rows}, indent=1))
+    return rows

@@ -47,3 +47,20 @@ def newcomer_short():
 
 def newcomer_long():
     return WordsAgent(5)
+
+
+class FailsOnA2:
+    """An estimator that cannot score agent a2 (as a diverged DICE run cannot), to test that
+    one failure is reported rather than stopping the stage."""
+
+    name = "fails-on-a2"
+
+    def __init__(self):
+        from enigma.contracts import Regime
+
+        self.regimes = frozenset({Regime.NONE})
+
+    def estimate(self, experience, target):
+        if target.agent_id == "a2":
+            raise RuntimeError("diverged at step 400")
+        return {r: 0.1 * len(experience.agents()) for r in experience.rating_names}
