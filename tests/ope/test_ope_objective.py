@@ -41,7 +41,7 @@ def test_gradient_reversal_flips_only_the_gradient():
     x = torch.tensor([1.5], requires_grad=True)
     y = grad_reverse(x) * 3
     y.backward()
-    assert float(y) == pytest.approx(4.5) and float(x.grad) == pytest.approx(-3.0)
+    assert float(y.detach()) == pytest.approx(4.5) and float(x.grad) == pytest.approx(-3.0)
 
 
 def test_heads_start_at_zeta_one_and_nu_zero_for_every_activation():

@@ -22,7 +22,7 @@ import torch
 
 from enigma.ope.config import DiceConfig
 from enigma.ope.heads import DiceHeads
-from enigma.ope.padding import successor_values, to_slots
+from enigma.ope.padding import real_mask, successor_values, to_slots
 
 
 class _GradReverse(torch.autograd.Function):
@@ -70,9 +70,10 @@ def slot_values(
     zeta_pad = heads.zeta_pad()
     if reverse_zeta:
         zeta_turn, zeta_pad = grad_reverse(zeta_turn), grad_reverse(zeta_pad)
-    zeta = to_slots(zeta_turn, zeta_pad, n_agent_turns)
-    nu = to_slots(nu_turn, heads.nu_pad, n_agent_turns)
-    nu_next = successor_values(to_slots(nu_target, heads.nu_pad, n_agent_turns))
+    mask = real_mask(n_agent_turns, zeta_pad.shape[0])
+    zeta = to_slots(zeta_turn, zeta_pad, n_agent_turns, mask)
+    nu = to_slots(nu_turn, heads.nu_pad, n_agent_turns, mask)
+    nu_next = successor_values(to_slots(nu_target, heads.nu_pad, n_agent_turns, mask))
     zeta_last = zeta.gather(1, n_agent_turns.long().unsqueeze(1)).squeeze(1)
     return SlotValues(zeta, nu, nu_next, zeta_last)
 

@@ -43,15 +43,18 @@ def real_mask(n_agent_turns: torch.Tensor, tmax: int) -> torch.Tensor:
     return (j >= 1) & (j <= n_agent_turns.unsqueeze(1))
 
 
-def to_slots(per_turn: torch.Tensor, per_slot_pad: torch.Tensor, n_agent_turns: torch.Tensor) -> torch.Tensor:
+def to_slots(
+    per_turn: torch.Tensor, per_slot_pad: torch.Tensor, n_agent_turns: torch.Tensor, mask: torch.Tensor | None = None
+) -> torch.Tensor:
     """Lay per-turn values [B, K] into [B, Tmax] slots: turn k at slot k+1, pseudo values
-    ``per_slot_pad`` [Tmax] everywhere else."""
+    ``per_slot_pad`` [Tmax] everywhere else. ``mask`` is ``real_mask`` if already computed."""
     b, k = per_turn.shape
     tmax = per_slot_pad.shape[0]
     if k + 1 > tmax:
         raise PaddingError(f"{k} agent turns need at least {k + 1} slots, Tmax is {tmax}")
     shifted = torch.nn.functional.pad(per_turn, (1, tmax - 1 - k))
-    mask = real_mask(n_agent_turns, tmax)
+    if mask is None:
+        mask = real_mask(n_agent_turns, tmax)
     return torch.where(mask, shifted, per_slot_pad.to(per_turn.dtype).unsqueeze(0).expand(b, tmax))
 
 
