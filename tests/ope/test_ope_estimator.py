@@ -138,3 +138,15 @@ def test_frozen_features_can_be_projected_to_fewer_dimensions(problem):
     heads = est.last_result.runs["all"].heads
     assert heads.zeta_net[0].in_features == 5 and est.encoder().dim > 5
     assert all(0 <= v <= 1 for v in out.values())
+
+
+def test_from_params_reads_the_dice_section_and_the_embedding_cache(tmp_path):
+    from enigma.params import ParamsError
+
+    p = tmp_path / "params.yaml"
+    p.write_text("encode:\n  cache:\n    cache_dir: somewhere\ndice:\n  preset: paper\n  tmax: 9\n")
+    est = EnigmaEstimator.from_params(p, progress=False)
+    assert est.config.tmax == 9 and est.config.schedule == "inverse_sqrt" and est.cache_dir == "somewhere"
+    p.write_text("dice:\n  preset: default\n  lr: -1\n")
+    with pytest.raises(ParamsError, match="section 'dice'"):
+        EnigmaEstimator.from_params(p)

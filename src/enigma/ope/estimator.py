@@ -163,6 +163,20 @@ class EnigmaEstimator:
         self._encoder = encoder
         self.last_result: EnigmaResult | None = None
 
+    @classmethod
+    def from_params(cls, params_path: str | Path = "params.yaml", **kwargs: Any) -> "EnigmaEstimator":
+        """The ``dice`` section (a preset plus overrides); embeddings are cached where the
+        ``encode`` stage keeps them, so a study re-encodes nothing."""
+        from enigma.params import ParamsError, load_params
+
+        params = load_params(params_path)
+        try:
+            cfg = DiceConfig.from_section(params.get("dice"))
+        except ValueError as exc:
+            raise ParamsError(f"{params_path}: section 'dice': {exc}") from exc
+        kwargs.setdefault("cache_dir", ((params.get("encode") or {}).get("cache") or {}).get("cache_dir"))
+        return cls(cfg, **kwargs)
+
     def encoder(self) -> PairEncoder:
         # The encoder (and a frozen encoder's embedding cache) is reused across held-out agents.
         if self._encoder is None:
