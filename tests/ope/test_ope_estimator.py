@@ -150,3 +150,31 @@ def test_from_params_reads_the_dice_section_and_the_embedding_cache(tmp_path):
     p.write_text("dice:\n  preset: default\n  lr: -1\n")
     with pytest.raises(ParamsError, match="section 'dice'"):
         EnigmaEstimator.from_params(p)
+
+
+def test_reply_at_a_non_agent_turn_is_rejected(problem):
+    _, store, _, ta = problem
+    rows = ta.to_pylist()
+    rows[0] = dict(rows[0], turn_index=rows[0]["turn_index"] + 50)
+    bad = pa.Table.from_pylist(rows, schema=ta.schema)
+    with pytest.raises(TargetActionsError, match=f"dialogue {rows[0]['dialog_id']}, turn_index {rows[0]['turn_index']}: not an agent turn"):
+        pair_dialogues(store, bad)
+
+
+def test_rating_without_values_is_null_in_estimates_json(problem, tmp_path):
+    from enigma.store.experience import ExperienceStore
+
+    _, store, _, ta = problem
+    d = store.dialogues
+    i = d.column_names.index("rating_short")
+    d = d.set_column(i, d.schema.field(i), pa.nulls(d.num_rows, pa.float64()))
+    ExperienceStore(d, store.turns).write(tmp_path / "store")
+    pq.write_table(ta, tmp_path / "t.parquet")
+    params = tmp_path / "params.yaml"
+    params.write_text("dice:\n  encoder: onehot\n  head_hidden: 0\n  tmax: 3\n  steps: 20\n  log_every: 10\n  device: cpu\n")
+    res = CliRunner().invoke(app, ["estimate", "-e", str(tmp_path / "store"), "--target-actions", f"t={tmp_path / 't.parquet'}",
+                                   "-o", str(tmp_path / "out"), "--params", str(params), "-q"])
+    assert res.exit_code == 0, res.output
+    out = json.loads((tmp_path / "out" / "estimates.json").read_text())
+    assert out["targets"]["t"]["short"]["estimate"] is None and out["targets"]["t"]["match"]["estimate"] is not None
+    assert "short=n/a" in res.output

@@ -125,14 +125,25 @@ def run_estimate(
             "estimates": {r: {k: e[k] for k in ("estimate", "unnormalised", "ess")} for r, e in result.estimates.items()},
             "diagnostics": dict(result.diagnostics, excluded_agents=sorted(drop)),
         }
-        done.write_text(json.dumps(record, indent=2) + "\n")
+        record = _nan_to_null(record)  # a rating no dialogue has: null, never a bare NaN in JSON
+        done.write_text(json.dumps(record, indent=2, allow_nan=False) + "\n")
         results[name] = record
     summary = {
         "targets": {n: r["estimates"] for n, r in results.items()},
         "diagnostics": {n: r["diagnostics"] for n, r in results.items()},
     }
-    (out / "estimates.json").write_text(json.dumps(summary, indent=2) + "\n")
+    (out / "estimates.json").write_text(json.dumps(_nan_to_null(summary), indent=2, allow_nan=False) + "\n")
     return summary
+
+
+def _nan_to_null(obj):
+    if isinstance(obj, float) and obj != obj:
+        return None
+    if isinstance(obj, dict):
+        return {k: _nan_to_null(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_nan_to_null(v) for v in obj]
+    return obj
 
 
 def _write_csv(path: Path, rows: list[dict]) -> None:
@@ -173,5 +184,7 @@ def register(app: typer.Typer) -> None:
             n_samples, seed, cache_dir, progress=not quiet,
         )
         for name, ests in summary["targets"].items():
-            typer.echo(name + ": " + ", ".join(f"{r}={e['estimate']:.4f} (ess {e['ess']:.0f})" for r, e in ests.items()))
+            typer.echo(name + ": " + ", ".join(
+                f"{r}=" + ("n/a" if e["estimate"] is None else f"{e['estimate']:.4f}") + f" (ess {e['ess']:.0f})" for r, e in ests.items()
+            ))
         typer.echo(f"wrote {out / 'estimates.json'}")

@@ -69,6 +69,13 @@ def pair_dialogues(
             replies[(did, int(t))].append(text)
 
     histories = experience.histories()
+    for (did, t) in replies:
+        turns_of = histories[did]
+        if not 0 <= t < len(turns_of) or turns_of[t].role != "agent":
+            raise TargetActionsError(
+                f"{source}: dialogue {did}, turn_index {t}: not an agent turn of that dialogue in the experience "
+                "store (were the replies sampled on another version of the store?)"
+            )
     names = experience.rating_names
     ratings = {n: experience.ratings(n) for n in names}
     ids = experience.dialogues.column("dialog_id").to_pylist()
