@@ -21,14 +21,12 @@ ESTIMATORS = {
 
 
 def enigma_from_params(params_path: str = "params.yaml"):
-    """ENIGMA with the ``dice`` section of params.yaml (a preset plus overrides)."""
-    from enigma.ope.config import DiceConfig
+    """ENIGMA with the ``dice`` section of params.yaml (a preset plus overrides) and the
+    ``encode`` stage's embedding cache."""
     from enigma.ope.estimator import EnigmaEstimator
-    from enigma.params import load_params
 
-    dice = load_params(params_path).get("dice") or {}
-    # Several held-out agents train at once: one progress bar each would interleave.
-    return EnigmaEstimator(DiceConfig.from_section(dice), progress=False)
+    # Several held-out agents train at once in a flow: one progress bar each would interleave.
+    return EnigmaEstimator.from_params(params_path, progress=False)
 
 
 def build_estimator(name: str, params_path: str = "params.yaml"):

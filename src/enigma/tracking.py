@@ -244,9 +244,15 @@ def _log_models(results: Sequence[AgentResult], children: Mapping[str, str], cfg
     """Log each result's heads as an MLflow pytorch model in its child run; register the best:
     lowest mean absolute error against truth, or, without truth, the largest effective sample
     size (the most trustworthy weights)."""
+    import logging
+
     import mlflow
     import torch
 
+    # The heads are plain nn.Modules saved by pickle on purpose (torch.export would need an
+    # input example per encoder); MLflow warns about pickle once per model, which for 27 agents
+    # buries the pipeline's own output.
+    logging.getLogger("mlflow.pytorch").setLevel(logging.ERROR)
     logged: list[tuple[float, str]] = []
     for res in results:
         if not res.model_path:
