@@ -77,7 +77,9 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--cache-dir", default=str(REPO / "cache" / "embeddings"))
     ap.add_argument("--n-samples", type=int, default=1)
-    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--only", nargs="*", default=None, help="row names to run")
+    ap.add_argument("--tag", default="ope_speed")
     args = ap.parse_args()
 
     import torch
@@ -115,6 +117,8 @@ def main() -> None:
         "rows": [],
     }
     for name, over in ROWS.items():
+        if args.only and name not in args.only:
+            continue
         cfg = DiceConfig.from_section({**section, **over})
         est = EnigmaEstimator(cfg, encoder=encoder, progress=False)
         t0 = time.perf_counter()
@@ -134,7 +138,7 @@ def main() -> None:
         print(json.dumps(row), flush=True)
 
     RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "ope_speed.json").write_text(json.dumps(out, indent=2) + "\n")
+    (RESULTS / f"{args.tag}.json").write_text(json.dumps(out, indent=2) + "\n")
     lines = [
         "# ENIGMA train + estimate time for one held-out agent (frozen MiniLM, See 2019)",
         "",
@@ -148,7 +152,7 @@ def main() -> None:
     ]
     for r in out["rows"]:
         lines.append(f"| {r['config']} | {r['seconds']} | {r.get('s_per_100_steps', '')} | {r['status'][:80]} | {r.get('ess_share', '')} | {r.get('slot_zeta_mean', '')} |")
-    (RESULTS / "ope_speed.md").write_text("\n".join(lines) + "\n")
+    (RESULTS / f"{args.tag}.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
 

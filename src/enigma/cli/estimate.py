@@ -76,6 +76,10 @@ def run_estimate(
         cfg = DiceConfig.from_section(section)
     except ValueError as exc:
         raise ParamsError(f"{params}: section 'dice': {exc}") from exc
+    if cfg.torch_threads:
+        import torch
+
+        torch.set_num_threads(cfg.torch_threads)
     store = ExperienceStore.open(experience)
     excluded = set(exclude_agents)
     unknown = excluded - set(store.agents())

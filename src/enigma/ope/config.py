@@ -68,6 +68,9 @@ class DiceConfig(BaseModel):
     encoder: Literal["onehot", "frozen", "finetune"] = "frozen"
     encoder_model: str = "minilm"  # a packaged name or a local HF directory (frozen/finetune)
     device: Literal["auto", "cpu", "cuda"] = "auto"
+    # CPU threads for torch in the estimate command: the per-step ops are small, and on a busy
+    # 2-core machine two threads ran 8x slower than one (benchmarks/results/ope_speed.md)
+    torch_threads: int | None = Field(1, ge=1)
     missing_targets: Literal["error", "drop"] = "error"  # an agent turn without target replies
 
     @model_validator(mode="after")
