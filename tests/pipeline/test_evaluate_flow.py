@@ -24,6 +24,8 @@ def _check_summary(path: str, with_enigma: bool = True) -> dict:
     return s
 
 
+# slow: whole Prefect flow runs (about 10-40 s on 2 busy cores); CI runs them
+@pytest.mark.slow
 def test_evaluate_threads_reports_tracks_and_reuses_results(workspace):
     out = evaluate.with_options(task_runner=make_task_runner(workspace["params"]))("tiny", workspace["params"])
     _check_summary(out["summary_json"])
@@ -51,6 +53,8 @@ def test_evaluate_cli_unknown_benchmark(workspace):
         main(["nope", "--params", workspace["params"], "--no-track"])
 
 
+# slow: whole Prefect flow runs (about 10-40 s on 2 busy cores); CI runs them
+@pytest.mark.slow
 def test_evaluate_on_local_dask_cluster(workspace):
     # The comparators only: each Dask worker is a fresh process, and importing torch and
     # training ENIGMA there again would only slow this test down without testing more.

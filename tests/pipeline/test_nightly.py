@@ -3,6 +3,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from flows.nightly import nightly
 
 
@@ -11,6 +13,8 @@ def _registry(path: Path, names: list[str]) -> None:
     path.write_text("\n".join(lines) + "\n")
 
 
+# slow: whole Prefect flow runs (about 10-40 s on 2 busy cores); CI runs them
+@pytest.mark.slow
 def test_nightly_scores_only_new_agents(workspace):
     registry = Path(workspace["cfg"]["nightly"]["registry"])
     _registry(registry, ["newcomer_short"])
