@@ -37,6 +37,7 @@ ROWS: dict[str, dict] = {
     # params.yaml as committed for text (whitened PCA to 32 dims, linear heads, lr 0.5).
     "params.yaml dice": {},
     "PCA 32, hidden 16, lr 0.5, 1000 steps": {"head_hidden": 16, "steps": 1000},
+    "PCA 32, hidden 16, lr 0.5, 1000 steps, zeta normalised per slot": {"head_hidden": 16, "steps": 1000, "slot_normalise": True},
     # the first measurements of this script (same machine, same day): the 1552-d features with
     # 64-unit heads cost 2.56 s per full-batch step (3000 steps: about 2 hours), and lr 2 on
     # unwhitened PCA-64 features with 32-unit heads diverged at step 750 (0.18 s per step).

@@ -44,6 +44,7 @@ CONFIGS: dict[str, tuple[str, dict]] = {
     "gda-2timescale-perslot-lastiterate lr1": ("default", {"lr": 1.0, "average_last": 0.0}),
     "gda-zeta-faster lr1": ("default", {"lr": 1.0, "lr_scale_zeta": 1.0, "lr_scale_nu": 0.1}),
     "optimistic-gda-perslot-avg lr1": ("default", {"lr": 1.0, "optimistic": True}),
+    "gda-2timescale-slotnormalised-avg lr2": ("default", {"lr": 2.0, "slot_normalise": True}),
     "adam-gr lr1e-3 (reference)": ("paper", {"lr": 1e-3, "schedule": "constant", "clip_norm": None, "weight_decay": 0.0}),
     "adam-gr lr1e-3 avg": ("paper", {"lr": 1e-3, "schedule": "constant", "clip_norm": None, "weight_decay": 0.0, "average_last": 0.2}),
     "optimistic-adam lr1e-3 avg": ("paper", {"lr": 1e-3, "schedule": "constant", "clip_norm": None, "weight_decay": 0.0, "average_last": 0.2, "optimistic": True}),

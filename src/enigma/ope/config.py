@@ -25,6 +25,7 @@ class DiceConfig(BaseModel):
     alpha_r: float = Field(0.0, ge=0, description="weight of zeta_T * r; >0 trains once per rating")
     normalise: bool = True  # the lambda (E_D[zeta] = 1) constraint
     lambda_per_slot: bool = False  # one lambda per slot position: every slot group has 1/Tmax mass
+    slot_normalise: bool = False  # divide zeta by its mean per slot position (E_D[zeta|slot] = 1 exactly)
     zeta_activation: Literal["square", "shifted_square", "softplus", "none"] = "square"
 
     # ---- heads --------------------------------------------------------------------------

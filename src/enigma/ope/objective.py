@@ -60,9 +60,11 @@ def slot_values(
     sample_mask: torch.Tensor,
     n_agent_turns: torch.Tensor,
     reverse_zeta: bool = False,
+    slot_normalise: bool = False,
 ) -> SlotValues:
     """``logged`` [B, K, d], ``target`` [B, K, S, d], ``sample_mask`` [B, K, S] (True where a
-    target reply exists), ``n_agent_turns`` [B]."""
+    target reply exists), ``n_agent_turns`` [B]. ``slot_normalise`` divides zeta by its batch
+    mean per slot position."""
     zeta_turn = heads.zeta(logged)  # [B, K]
     nu_turn = heads.nu(logged)
     m = sample_mask.to(target.dtype)
@@ -72,6 +74,10 @@ def slot_values(
         zeta_turn, zeta_pad = grad_reverse(zeta_turn), grad_reverse(zeta_pad)
     mask = real_mask(n_agent_turns, zeta_pad.shape[0])
     zeta = to_slots(zeta_turn, zeta_pad, n_agent_turns, mask)
+    if slot_normalise:
+        # Each slot position carries 1/Tmax of the padded mass under every policy, so
+        # E_D[zeta | slot] = 1 holds at the saddle point: impose it on the batch directly.
+        zeta = zeta / zeta.mean(0, keepdim=True).clamp(min=1e-12)
     nu = to_slots(nu_turn, heads.nu_pad, n_agent_turns, mask)
     nu_next = successor_values(to_slots(nu_target, heads.nu_pad, n_agent_turns, mask))
     zeta_last = zeta.gather(1, n_agent_turns.long().unsqueeze(1)).squeeze(1)

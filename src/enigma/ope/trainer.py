@@ -175,15 +175,18 @@ class _Averager:
 def evaluate(heads: DiceHeads, feats: _Features, data: DiceData, cfg: DiceConfig) -> dict[str, Any]:
     """One pass over all dialogues: zeta per slot and at the last agent turn."""
     n = len(data.dialog_ids)
-    zetas, lasts = [], []
+    zetas = []
     for i in range(0, n, cfg.eval_batch_size):
         idx = torch.arange(i, min(i + cfg.eval_batch_size, n))
         logged, target = feats(idx)
         v = slot_values(heads, logged, target, data.sample_mask[idx].to(feats.device), data.n_agent_turns[idx].to(feats.device))
         zetas.append(v.zeta.float().cpu())
-        lasts.append(v.zeta_last.float().cpu())
-    zeta = torch.cat(zetas).numpy()
-    return {"slot_means": zeta.mean(0), "zeta_last": torch.cat(lasts).numpy(), "zeta_mean": float(zeta.mean())}
+    zeta_t = torch.cat(zetas)
+    if cfg.slot_normalise:  # normalised over all dialogues, as training does per batch
+        zeta_t = zeta_t / zeta_t.mean(0, keepdim=True).clamp(min=1e-12)
+    zeta = zeta_t.numpy()
+    last = zeta_t.gather(1, data.n_agent_turns.long().unsqueeze(1)).squeeze(1).numpy()
+    return {"slot_means": zeta.mean(0), "zeta_last": last, "zeta_mean": float(zeta.mean())}
 
 
 def train_dice(
@@ -248,7 +251,7 @@ def train_dice(
         else:
             dev_idx = idx.to(device)
             b_mask, b_turns, b_reward = mask[dev_idx], n_turns[dev_idx], rewards[idx]
-        v = slot_values(heads, logged, target, b_mask, b_turns, reverse_zeta=True)
+        v = slot_values(heads, logged, target, b_mask, b_turns, reverse_zeta=True, slot_normalise=cfg.slot_normalise)
         reward = b_reward[:, reward_index].to(device) if cfg.alpha_r else None
         loss = lagrangian(v, heads.lam, cfg, reward)
         opt.zero_grad(set_to_none=True)
