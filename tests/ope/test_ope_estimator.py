@@ -178,3 +178,11 @@ def test_rating_without_values_is_null_in_estimates_json(problem, tmp_path):
     out = json.loads((tmp_path / "out" / "estimates.json").read_text())
     assert out["targets"]["t"]["short"]["estimate"] is None and out["targets"]["t"]["match"]["estimate"] is not None
     assert "short=n/a" in res.output
+
+
+def test_slot_normalised_zeta_has_unit_mean_in_every_slot(problem):
+    _, store, _, ta = problem
+    est = EnigmaEstimator(_cfg(slot_normalise=True), progress=False)
+    est.estimate(store, HeldOutAgent("t", target_actions=ta))
+    slots = est.last_result.runs["all"].slot_means
+    assert slots == pytest.approx([1.0] * len(slots), abs=1e-5)
