@@ -41,11 +41,24 @@ class TrackingConfig(BaseModel):
 DEFAULT_DB = "mlflow/mlflow.db"
 
 
+def project_root(cwd: Path | None = None) -> Path:
+    """Where relative tracking paths resolve: the working directory, except inside a
+    ``dvc exp run --temp`` workspace (``<repo>/.dvc/tmp/exps/<tmp>``), whose runs belong in the
+    repository's own MLflow store rather than a folder DVC deletes afterwards."""
+    cwd = (cwd or Path.cwd()).resolve()
+    parts = cwd.parts
+    for i in range(len(parts) - 3):
+        if parts[i : i + 3] == (".dvc", "tmp", "exps"):
+            return Path(*parts[:i])
+    return cwd
+
+
 def resolve_uri(cfg: TrackingConfig, root: Path | None = None) -> str:
-    """The tracking URI to use; relative SQLite paths are made absolute against ``root`` so
-    that a flow run from another working directory writes to the same database."""
+    """The tracking URI to use; relative SQLite paths are made absolute against ``root`` (by
+    default ``project_root()``) so that a run from another working directory writes to the same
+    database."""
     uri = cfg.uri or os.environ.get("MLFLOW_TRACKING_URI")
-    root = (root or Path.cwd()).resolve()
+    root = (root or project_root()).resolve()
     if not uri:
         db = root / DEFAULT_DB
         db.parent.mkdir(parents=True, exist_ok=True)
@@ -160,7 +173,7 @@ def log_benchmark_run(
     from mlflow.entities import Metric, Param, RunTag
 
     cfg = cfg or TrackingConfig()
-    root = (root or Path.cwd()).resolve()
+    root = (root or project_root()).resolve()
     uri = resolve_uri(cfg, root)
     mlflow.set_tracking_uri(uri)
     client = MlflowClient(tracking_uri=uri)

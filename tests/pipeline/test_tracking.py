@@ -6,7 +6,15 @@ import pandas as pd
 import pytest
 import torch
 
-from enigma.tracking import AgentResult, TrackingConfig, load_results, log_benchmark_run, resolve_uri, results_from_rows
+from enigma.tracking import (
+    AgentResult,
+    TrackingConfig,
+    load_results,
+    log_benchmark_run,
+    project_root,
+    resolve_uri,
+    results_from_rows,
+)
 
 
 def _rows(agent, est, value, err=None):
@@ -89,3 +97,10 @@ def test_resolve_uri_and_load_results(tmp_path, monkeypatch):
     f.write_text(json.dumps([AgentResult("a", "e", {"r": 0.5}).to_dict(), {"agent_id": "b"}]))
     with pytest.raises(ValueError, match=r"r.json: record 1: bad per-agent result"):
         load_results(f)
+
+
+def test_dvc_temp_experiments_track_into_the_repository(tmp_path):
+    exp = tmp_path / "repo" / ".dvc" / "tmp" / "exps" / "tmpab12"
+    exp.mkdir(parents=True)
+    assert project_root(exp) == (tmp_path / "repo").resolve()
+    assert project_root(tmp_path) == tmp_path.resolve()
