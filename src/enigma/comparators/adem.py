@@ -100,10 +100,15 @@ class BilinearScorer(torch.nn.Module):
         self.register_buffer("alpha", torch.zeros(n_ratings))
         self.register_buffer("beta", torch.ones(n_ratings))
 
+    @staticmethod
+    def _bilinear(x: torch.Tensor, W: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        # (x W) then a row-wise dot with y: [R, B, k] at most, never a [B, R, k, k] intermediate
+        return (torch.matmul(x, W) * y).sum(dim=-1).T
+
     def raw(self, c: torch.Tensor, r: torch.Tensor, rh: torch.Tensor) -> torch.Tensor:
-        s = torch.einsum("bi,rij,bj->br", c, self.M, rh)
+        s = self._bilinear(c, self.M, rh)
         if self.N is not None:
-            s = s + torch.einsum("bi,rij,bj->br", r, self.N, rh)
+            s = s + self._bilinear(r, self.N, rh)
         return s
 
     def forward(self, c: torch.Tensor, r: torch.Tensor, rh: torch.Tensor) -> torch.Tensor:

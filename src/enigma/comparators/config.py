@@ -45,7 +45,7 @@ class AdemConfig(BaseModel):
     pca_dim: int = Field(20, ge=1)  # ADEM reduced its embeddings to a few tens of dimensions
     context_turns: int = Field(2, ge=1)
     l2: float = Field(1e-3, ge=0)
-    epochs: int = Field(200, ge=1)
+    epochs: int = Field(100, ge=1)  # full-batch steps
     lr: float = Field(0.01, gt=0)
     seed: int = 0
 
