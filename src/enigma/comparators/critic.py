@@ -183,9 +183,13 @@ class FqeCriticEstimator:
         gen = torch.Generator().manual_seed(c.seed)
         n = len(tr.logged_rows)
         loss_value = float("nan")
+        # only next-state rows need the slow network's value
+        need = torch.tensor(sorted({r for g in tr.next_rows for r in g}), dtype=torch.long)
         for _ in range(c.epochs):
             # targets for every transition from the slow network, once per epoch
-            values = pessimistic_value(q_target, x, c.dropout_passes)
+            values = torch.zeros(len(tr.sa), len(names))
+            if len(need):
+                values[need] = pessimistic_value(q_target, x[need], c.dropout_passes)
             y = bellman_targets(_mean_rows(values, tr.next_rows), terminal, reward)
             q.train()
             order = torch.randperm(n, generator=gen)
