@@ -117,6 +117,17 @@ def main() -> None:
     for row in summary["ranking"]:
         e = summary["estimators"][row["estimator"]]
         lines.append(f"| {row['estimator']} | " + " | ".join(f(e[r]["pearson"]) for r in summary["ratings"]) + " |")
+    lines += [
+        "",
+        "Notes:",
+        "- experience-mean is the other agents' mean rating: leaving an agent out moves that mean against",
+        "  the agent, hence a correlation near -1 with a collapsed spread (flagged): no skill.",
+        "- Single features and their ridge combination are fitted per rating on the other agents' rated",
+        "  human-bot dialogues (dialogue level) and applied to the held-out bot's self-play chats.",
+        "- SPE: frozen MiniLM mean reply embedding + self-repetition + question rate, ridge or sigmoid head.",
+        "  The paper's own SPE (selfplay_est_hmjiang.csv) scores 0.591 / 0.435 (mean Pearson / Spearman).",
+        "- Estimators missing here did not finish for every agent in the run (see the cost file).",
+    ]
     if summary["errors"]:
         lines += ["", f"Errors: {len(summary['errors'])} (see the JSON)."]
     (out / "comparators_see2019.md").write_text("\n".join(lines) + "\n")
