@@ -104,44 +104,17 @@ def _clean_error(exc: BaseException) -> str:
     return msg if len(msg) <= MAX_ERROR_CHARS else msg[: MAX_ERROR_CHARS - 3] + "..."
 
 
-def sample_targets(
-    store: ExperienceStore | str | Path,
-    agent_spec: str,
-    *,
-    n_samples: int = 1,
-    seed: int = 0,
-    cache_dir: str | Path = "cache/samples",
-    exclude_agents: Iterable[str] = (),
-    agent: Any = None,
-    settings: AgentSettings | None = None,
-    chunk_states: int = 32,
-    max_consecutive_errors: int = 20,
-    retry_errors: bool = True,
-    progress: bool = True,
-) -> pa.Table:
-    """Sample ``n_samples`` replies of the agent at every logged agent turn of ``store``.
+def sample_targets(store: ExperienceStore | str | Path, agent_spec: str, **options: Any) -> pa.Table:
+    """Sample the agent's replies at every logged agent turn of ``store``: ``run_sampling``
+    (same options: ``n_samples``, ``seed``, ``cache_dir``, ``exclude_agents``, ``agent``, ...)
+    without its run statistics.
 
     Returns one row per (dialog_id, turn_index, sample_index) with the columns of
     ``OUTPUT_SCHEMA``; ``text`` is null and ``error`` says why where a sample failed. The
     schema metadata carries the spec, the fingerprint, the run's statistics and, for the
-    transcript stand-ins, the approximation label. ``agent`` lets a caller pass an already
-    loaded agent for ``agent_spec`` (it is fingerprinted the same way).
+    transcript stand-ins, the approximation label.
     """
-    table, _ = run_sampling(
-        store,
-        agent_spec,
-        n_samples=n_samples,
-        seed=seed,
-        cache_dir=cache_dir,
-        exclude_agents=exclude_agents,
-        agent=agent,
-        settings=settings,
-        chunk_states=chunk_states,
-        max_consecutive_errors=max_consecutive_errors,
-        retry_errors=retry_errors,
-        progress=progress,
-    )
-    return table
+    return run_sampling(store, agent_spec, **options)[0]
 
 
 def run_sampling(

@@ -11,7 +11,7 @@ import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import pyarrow as pa
 
@@ -257,3 +257,31 @@ def known_id(obj: Any, key: str) -> str | None:
     """The record's id when it has a usable one, so that its reject row can name it."""
     value = obj.get(key) if isinstance(obj, dict) else None
     return value if isinstance(value, str) else None
+
+
+def add_json_lines(
+    builder: "StoreBuilder",
+    path: Path,
+    lines: "Iterator[tuple[int, str | None, str | None]]",
+    parse: "Callable[[Any], dict]",
+    id_key: str,
+) -> None:
+    """Add every line of a JSON-lines file as one record; a line that fails to decode or
+    parse becomes a reject row naming the line (and the record's id where it has one), and a
+    file with no lines at all becomes one reject row, so nothing is dropped silently."""
+    n_lines = 0
+    for lineno, text, error in lines:
+        n_lines += 1
+        if error:
+            builder.reject(path, lineno, None, error)
+            continue
+        obj = None
+        try:
+            obj = parse_json_line(text)
+            rec = parse(obj)
+        except RecordRejected as exc:
+            builder.reject(path, lineno, exc.field, exc.reason, exc.dialog_id or known_id(obj, id_key))
+            continue
+        builder.add(path, lineno, **rec)
+    if n_lines == 0:
+        builder.reject(path, None, None, "empty file (no records)")

@@ -17,13 +17,12 @@ from pathlib import Path
 from enigma.store.config import IngestConfig, SourceSpec
 from enigma.store.readers.base import (
     ReadResult,
+    add_json_lines,
     RecordRejected,
     StoreBuilder,
     existing_path,
     input_files,
     iter_lines,
-    known_id,
-    parse_json_line,
     progress,
 )
 
@@ -64,21 +63,6 @@ def read(path: str | Path, config: IngestConfig, spec: SourceSpec | None = None)
     builder = StoreBuilder(SOURCE, spec, config)
     builder.inputs = files
     for f in files:
-        n_lines = 0
         lines = progress(iter_lines(f), desc=f.name, enabled=config.progress, unit="line")
-        for lineno, text, error in lines:
-            n_lines += 1
-            if error:
-                builder.reject(f, lineno, None, error)
-                continue
-            obj = None
-            try:
-                obj = parse_json_line(text)
-                rec = _parse(obj)
-            except RecordRejected as exc:
-                builder.reject(f, lineno, exc.field, exc.reason, exc.dialog_id or known_id(obj, "dialog_id"))
-                continue
-            builder.add(f, lineno, **rec)
-        if n_lines == 0:
-            builder.reject(f, None, None, "empty file (no records)")
+        add_json_lines(builder, f, lines, _parse, "dialog_id")
     return builder.build()

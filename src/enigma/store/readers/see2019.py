@@ -16,14 +16,13 @@ from pathlib import Path
 from enigma.store.config import IngestConfig, SourceSpec
 from enigma.store.readers.base import (
     ReadResult,
+    add_json_lines,
     RecordRejected,
     StoreBuilder,
     existing_path,
     require_scales,
     input_files,
     iter_lines,
-    known_id,
-    parse_json_line,
     progress,
 )
 
@@ -78,20 +77,5 @@ def read(path: str | Path, config: IngestConfig, spec: SourceSpec | None = None)
     files = input_files(root, "*.jsonl", "See 2019 evaluation logs")
     builder.inputs = files
     for f in progress(files, desc="see2019", enabled=config.progress, unit="file"):
-        n_lines = 0
-        for lineno, text, error in iter_lines(f):
-            n_lines += 1
-            if error:
-                builder.reject(f, lineno, None, error)
-                continue
-            obj = None
-            try:
-                obj = parse_json_line(text)
-                rec = _parse(obj, spec)
-            except RecordRejected as exc:
-                builder.reject(f, lineno, exc.field, exc.reason, exc.dialog_id or known_id(obj, "assignment_id_hashed"))
-                continue
-            builder.add(f, lineno, **rec)
-        if n_lines == 0:
-            builder.reject(f, None, None, "empty file (no records)")
+        add_json_lines(builder, f, iter_lines(f), lambda obj: _parse(obj, spec), "assignment_id_hashed")
     return builder.build()
