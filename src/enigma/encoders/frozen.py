@@ -31,6 +31,7 @@ without it the encoder has no parameters and the trainer can compute its outputs
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -56,6 +57,9 @@ class FrozenPrepared:
     position: torch.Tensor  # [N, K] bucketed agent-turn index
     valid: torch.Tensor  # [N, K] bool: a real agent turn
     target_valid: torch.Tensor  # [N, K, S] bool: a real sample
+    # [N, K, 1 + S, AGREEMENT_DIM] agreement features of the logged pair (index 0) and of each
+    # target sample; None when the encoder has no agreement block
+    agreement: torch.Tensor | None = None
 
     def __len__(self) -> int:
         return int(self.valid.shape[0])
@@ -73,6 +77,7 @@ class FrozenPairEncoder(PairEncoder):
         position_buckets: int = 16,
         projection_dim: int | None = None,
         blocks: tuple[str, ...] = STATE_BLOCKS,
+        agreement: bool = False,
     ) -> None:
         super().__init__()
         if position_buckets < 1:
@@ -90,7 +95,10 @@ class FrozenPairEncoder(PairEncoder):
         text_blocks = sum(1 for b in self.blocks if b != "position")
         self.feature_dim = (1 + text_blocks) * self.text_dim + (position_buckets if "position" in self.blocks else 0)
         self.projection = nn.Linear(self.feature_dim, projection_dim) if projection_dim else None
-        self.dim = projection_dim or self.feature_dim
+        self.agreement = agreement
+        # the agreement features stay outside any projection (the trainer's PCA included)
+        self.passthrough_dim = AGREEMENT_DIM if agreement else 0
+        self.dim = (projection_dim or self.feature_dim) + self.passthrough_dim
 
     def prepare(self, dialogues: list[DialogueActions], max_agent_turns: int) -> FrozenPrepared:
         rows: dict[str, int] = {}
@@ -137,7 +145,11 @@ class FrozenPairEncoder(PairEncoder):
                 summaries[m] = base[members].mean(axis=0)
                 summary[i, k] = len(base) + m
         table = torch.from_numpy(np.concatenate([base, summaries]))
-        return FrozenPrepared(table, logged, target, last_user, prev_agent, summary, position, valid, target_valid)
+        agree = None
+        if self.agreement:
+            texts_of = [""] + texts  # row -> text (row 0 is the blank)
+            agree = agreement_features(table[: len(base)], texts_of, logged, target, target_valid, valid)
+        return FrozenPrepared(table, logged, target, last_user, prev_agent, summary, position, valid, target_valid, agree)
 
     def forward(self, prepared: FrozenPrepared, index: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         index = index.cpu()
@@ -158,9 +170,130 @@ class FrozenPairEncoder(PairEncoder):
             device = self.projection.weight.device
             logged, target = self.projection(logged.to(device)), self.projection(target.to(device))
             valid, target_valid = valid.to(device), target_valid.to(device)
+        if prepared.agreement is not None:
+            agree = prepared.agreement[index].to(logged.device)  # [B, K, 1 + S, A]
+            logged = torch.cat([logged, agree[:, :, 0]], dim=-1)
+            target = torch.cat([target, agree[:, :, 1:]], dim=-1)
         logged = logged * valid.unsqueeze(-1).to(logged.dtype)
         target = target * target_valid.unsqueeze(-1).to(target.dtype)
         return logged, target
+
+
+_WORD = re.compile(r"[a-z0-9]+")
+_TOKEN = re.compile(r"[A-Za-z0-9$:']+|[.!?]")
+# per similarity measure: this turn, min and mean over earlier turns, joint min, joint min ** 4
+_PER_MEASURE = 5
+AGREEMENT_MEASURES = ("cosine", "words", "facts")
+AGREEMENT_DIM = _PER_MEASURE * len(AGREEMENT_MEASURES)
+
+
+def _f1(wa: list[str], wb: list[str]) -> float:
+    if not wa and not wb:
+        return 1.0
+    common = sum(min(wa.count(w), wb.count(w)) for w in set(wa))
+    if common == 0:
+        return 0.0
+    p, r = common / len(wa), common / len(wb)
+    return 2 * p * r / (p + r)
+
+
+def _words(text: str) -> list[str]:
+    """Lower-cased alphanumeric words: word F1 is 1 for the same words in any order."""
+    return _WORD.findall(text.lower())
+
+
+def _facts(text: str) -> list[str]:
+    """The factual tokens of a reply: numbers (flights, times, prices, dates) and capitalised
+    words that do not start a sentence (names, places). Two replies that say the same thing in
+    other words share these; two of the same template with different facts do not, although
+    their sentence embeddings and most of their words agree."""
+    out, start = [], True
+    for tok in _TOKEN.findall(text):
+        if tok in ".!?":
+            start = True
+            continue
+        tok = tok.strip(":'")  # "135844:" and "135844" are the same flight; "23:00" keeps its colon
+        if not tok:
+            continue
+        if any(c.isdigit() for c in tok) or (not start and tok[0].isupper() and tok != "I"):
+            out.append(tok.lower())
+        start = False
+    return out
+
+
+def _summarise(current: list[float], history: list[list[float]]) -> list[float]:
+    """Per measure: [this turn, min and mean over the earlier turns (1 at the first), joint
+    min, joint min ** 4]. The joint minimum is 'every turn so far, this one included, agreed';
+    the power sharpens it towards an indicator, which linear heads cannot form themselves."""
+    out: list[float] = []
+    for m, cur in enumerate(current):
+        past = [h[m] for h in history]
+        lo = min(past) if past else 1.0
+        mean = sum(past) / len(past) if past else 1.0
+        joint = min(cur, lo)
+        out += [cur, lo, mean, joint, joint**4]
+    return out
+
+
+def agreement_features(
+    vectors: torch.Tensor,
+    texts: list[str],
+    logged: torch.Tensor,
+    target: torch.Tensor,
+    target_valid: torch.Tensor,
+    valid: torch.Tensor,
+) -> torch.Tensor:
+    """How far the logged dialogue has followed the target agent so far.
+
+    The true ratio ``d^pi/d^D`` at agent turn k is, with the human's turns common to both sides,
+    ``prod_{j<=k} pi(a_j|s_j)`` over the logging mixture's probability of the same actions: it is
+    large only on dialogues whose agent turns are ones the target would have taken. Comparing
+    each logged reply with the target's replies at the same state measures that; because the
+    target policy is fixed during training, the comparison is a function of the state (earlier
+    turns) and the action (this turn), so zeta and nu may read it. No model of the target or of
+    the logging agents is fitted: the features only compare texts.
+
+    Three measures of agreement between two replies (``AGREEMENT_MEASURES``): the cosine of their
+    sentence vectors, word F1, and F1 of their factual tokens (``_facts``), each summarised by
+    ``_summarise``. The logged reply is compared with the target's samples at its state; a
+    target sample with the other samples (1 when there is only one).
+    """
+    n, k_max, s_max = target.shape
+    out = torch.ones((n, k_max, 1 + s_max, AGREEMENT_DIM), dtype=torch.float32)
+    unit = torch.nn.functional.normalize(vectors, dim=-1)
+    tokens: dict[int, tuple[list[str], list[str]]] = {}
+    pairs: dict[tuple[int, int], list[float]] = {}
+
+    def similarity(a: int, b: int) -> list[float]:
+        key = (a, b) if a <= b else (b, a)
+        if key not in pairs:
+            for r in key:
+                if r not in tokens:
+                    tokens[r] = (_words(texts[r]), _facts(texts[r]))
+            if a == b:
+                pairs[key] = [1.0, 1.0, 1.0]
+            else:
+                cos = float(unit[a] @ unit[b]) if a and b else 0.0
+                pairs[key] = [cos, _f1(tokens[a][0], tokens[b][0]), _f1(tokens[a][1], tokens[b][1])]
+        return pairs[key]
+
+    def mean(rows: list[list[float]]) -> list[float]:
+        return [sum(col) / len(rows) for col in zip(*rows)] if rows else [1.0] * len(AGREEMENT_MEASURES)
+
+    for i in range(n):
+        history: list[list[float]] = []
+        for k in range(k_max):
+            if not bool(valid[i, k]):
+                break
+            samples = [int(target[i, k, s]) for s in range(s_max) if bool(target_valid[i, k, s])]
+            a = int(logged[i, k])
+            current = mean([similarity(a, b) for b in samples])
+            out[i, k, 0] = torch.tensor(_summarise(current, history))
+            for s, b in enumerate(samples):
+                others = samples[:s] + samples[s + 1 :]
+                out[i, k, 1 + s] = torch.tensor(_summarise(mean([similarity(b, o) for o in others]), history))
+            history.append(current)
+    return out
 
 
 def _check(d: DialogueActions, max_agent_turns: int) -> None:

@@ -68,6 +68,9 @@ class DiceConfig(BaseModel):
     # ---- encoder ------------------------------------------------------------------------
     encoder: Literal["onehot", "frozen", "finetune"] = "frozen"
     encoder_model: str = "minilm"  # a packaged name or a local HF directory (frozen/finetune)
+    # frozen: append how far each logged dialogue has followed the target so far (cosine and word
+    # F1 of logged vs target replies, this turn and the earlier ones); see encoders/frozen.py
+    agreement: bool = False
     device: Literal["auto", "cpu", "cuda"] = "auto"
     # CPU threads for torch in the estimate command: the per-step ops are small, and on a busy
     # 2-core machine two threads ran 8x slower than one (benchmarks/results/ope_speed.md)

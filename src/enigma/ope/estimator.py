@@ -121,7 +121,7 @@ def build_encoder(cfg: DiceConfig, cache_dir: str | Path | None = None) -> PairE
     if cfg.encoder == "frozen":
         from enigma.encoders.frozen import FrozenPairEncoder
 
-        return FrozenPairEncoder(cfg.encoder_model, cache_dir=cache_dir)
+        return FrozenPairEncoder(cfg.encoder_model, cache_dir=cache_dir, agreement=cfg.agreement)
     from enigma.encoders.finetune import FinetunePairEncoder
 
     return FinetunePairEncoder(cfg.encoder_model)

@@ -115,9 +115,13 @@ class _Features:
         if not self.trainable:
             parts = [self._run(torch.arange(i, min(i + cfg.eval_batch_size, n))) for i in range(0, n, cfg.eval_batch_size)]
             self.cache = (torch.cat([p[0] for p in parts]), torch.cat([p[1] for p in parts]))
-            if cfg.project_dim and cfg.project_dim < self.dim:
-                self.cache = self._project(*self.cache, cfg.project_dim, cfg.seed)
-                self.dim = cfg.project_dim
+            keep = getattr(encoder, "passthrough_dim", 0)  # trailing features the PCA leaves alone
+            if cfg.project_dim and cfg.project_dim < self.dim - keep:
+                logged, target = self.cache
+                cut = self.dim - keep
+                pl, pt = self._project(logged[..., :cut], target[..., :cut], cfg.project_dim, cfg.seed)
+                self.cache = (torch.cat([pl, logged[..., cut:]], -1), torch.cat([pt, target[..., cut:]], -1))
+                self.dim = cfg.project_dim + keep
 
     @staticmethod
     def _project(logged: torch.Tensor, target: torch.Tensor, k: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
