@@ -9,6 +9,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from enigma.params import DEFAULT_PARAMS, section
+from enigma.rollouts.learned_customer import LearnedCustomerConfig
 
 
 class IngestStep(BaseModel):
@@ -38,6 +39,10 @@ class BenchmarkConfig(BaseModel):
     # A store of the agents' own unrated dialogues (self-play or simulated-user rollouts), for
     # the estimators of the own-rollouts regime; None: such estimators cannot run.
     rollouts: Path | None = None
+    # Set: the rollouts store is MADE by the `rollouts` stage (each agent talking with a customer
+    # learned from the other agents' logged dialogues); None: it is given (e.g. See 2019's
+    # self-play transcripts, ingested).
+    learned_customer: LearnedCustomerConfig | None = None
     results_dir: Path
     report_dir: Path
     estimators: list[str] = ["enigma"]

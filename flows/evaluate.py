@@ -1,6 +1,7 @@
 """The ``evaluate`` flow: one leave-one-agent-out benchmark run.
 
-    store (simulate | ingest | existing) -> validate -> per held-out agent: target-action
+    store (simulate | ingest | existing) -> validate -> [learned-customer rollouts of every
+    agent, where the benchmark has ``learned_customer``] -> per held-out agent: target-action
     sampling -> estimate (padding + DICE training for ENIGMA; each comparator alike)
     -> report (summary.json, figures, index.html) -> MLflow (parent run + a child per agent)
 
@@ -28,6 +29,7 @@ from flows.runners import make_task_runner
 from tasks._common import digest
 from tasks.estimate import build_estimator, estimate_heldout
 from tasks.report import write_report
+from tasks.rollouts import learned_customer_rollouts
 from tasks.sampling import sample_targets
 from tasks.store import validate_store
 from tasks.tracking import log_to_mlflow
@@ -95,6 +97,17 @@ def evaluate(benchmark: str = "airline", params_path: str = str(DEFAULT_PARAMS),
 
     from enigma.contracts import Regime
 
+    if b.learned_customer is not None:
+        if b.rollouts is None:
+            raise ParamsError(f"{params_path}: benchmark {benchmark!r} has 'learned_customer' but no 'rollouts' path to write")
+        from enigma.store.experience import ExperienceStore
+
+        every = b.agents if b.agents is not None else ExperienceStore.open(store_dir).agents()
+        made = learned_customer_rollouts.with_options(retries=pcfg.retries, retry_delay_seconds=pcfg.retry_delay_seconds)(
+            store_dir, {a: b.agent_spec.replace("{agent}", a) for a in every}, str(b.rollouts),
+            config=b.learned_customer.model_dump(mode="json"),
+        )
+        logger.info("learned-customer rollouts: %s", made)
     agents, left_out = heldout_agents(b, store_dir)
     if left_out:
         logger.info("experience only (not held out: no rollouts to act them): %s", ", ".join(left_out))

@@ -2,6 +2,7 @@
 run in-process without a Prefect server (the task bodies, ``task.fn``), so that ``dvc repro``
 works offline on a fresh clone.
 
+    python -m flows.stages rollouts airline   # each agent with the learned customer (regime b)
     python -m flows.stages sample airline     # target actions of every held-out agent
     python -m flows.stages train airline      # every estimator on every held-out agent
     python -m flows.stages report airline     # summary.json + figures + index.html, MLflow
@@ -31,6 +32,30 @@ def _agents(b, store_dir: str) -> list[str]:
     if left_out:
         print(f"experience only (not held out: no rollouts to act them): {', '.join(left_out)}")
     return agents
+
+
+def rollouts(benchmark: str, params_path: str) -> None:
+    """Every agent of the store talks with a customer learned from the other agents' logged
+    dialogues; the unrated dialogues go to ``rollouts`` (for the own-rollouts estimators)."""
+    from enigma.store.experience import ExperienceStore
+    from flows.evaluate import benchmark_config
+    from tasks.rollouts import learned_customer_rollouts
+
+    b = benchmark_config(benchmark, params_path)
+    if b.learned_customer is None or b.rollouts is None:
+        raise ValueError(
+            f"{params_path}: pipeline.benchmarks.{benchmark} needs both 'rollouts' (where to write) and "
+            "'learned_customer' (its settings) for the rollouts stage"
+        )
+    store = str(b.store)
+    agents = b.agents if b.agents is not None else ExperienceStore.open(store).agents()
+    t0 = time.perf_counter()
+    out = learned_customer_rollouts.fn(
+        store, {a: b.agent_spec.replace("{agent}", a) for a in agents}, str(b.rollouts),
+        config=b.learned_customer.model_dump(mode="json"), progress=True,
+    )
+    print(f"{benchmark}: {out['dialogues']} rollouts of {len(agents)} agents in {time.perf_counter() - t0:.1f}s "
+          f"(ended: {out['ended']}) -> {b.rollouts}")
 
 
 def sample(benchmark: str, params_path: str) -> None:
@@ -141,13 +166,15 @@ def report(benchmark: str, params_path: str, track: bool = True) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m flows.stages", description=__doc__.split("\n\n")[0])
-    p.add_argument("stage", choices=["sample", "train", "report"])
+    p.add_argument("stage", choices=["rollouts", "sample", "train", "report"])
     p.add_argument("benchmark")
     p.add_argument("--params", default=str(DEFAULT_PARAMS))
     p.add_argument("--no-track", action="store_true", help="report: do not log to MLflow")
     a = p.parse_args(argv)
     try:
-        if a.stage == "sample":
+        if a.stage == "rollouts":
+            rollouts(a.benchmark, a.params)
+        elif a.stage == "sample":
             sample(a.benchmark, a.params)
         elif a.stage == "train":
             train(a.benchmark, a.params)
