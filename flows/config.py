@@ -46,6 +46,9 @@ class BenchmarkConfig(BaseModel):
     results_dir: Path
     report_dir: Path
     estimators: list[str] = ["enigma"]
+    # Estimators too slow for the main job's budget: run only by `python -m flows.stages train
+    # <benchmark> --full` (into the same results directory, so the next report shows them).
+    estimators_full: list[str] = []
     # Estimators that score from the agent's replies at logged states need sampled targets.
     n_samples: int = Field(1, ge=1)
     seed: int = 0

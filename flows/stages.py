@@ -5,6 +5,7 @@ works offline on a fresh clone.
     python -m flows.stages rollouts airline   # each agent with the learned customer (regime b)
     python -m flows.stages sample airline     # target actions of every held-out agent
     python -m flows.stages train airline      # every estimator on every held-out agent
+    python -m flows.stages train airline --full   # ... and the slow ones of estimators_full
     python -m flows.stages report airline     # summary.json + figures + index.html, MLflow
 
 Each reads ``pipeline.benchmarks.<name>`` of params.yaml (and the sections of the library it
@@ -86,7 +87,7 @@ def sample(benchmark: str, params_path: str) -> None:
         )
 
 
-def train(benchmark: str, params_path: str) -> None:
+def train(benchmark: str, params_path: str, full: bool = False) -> None:
     import pyarrow.parquet as pq
     from tqdm.auto import tqdm
 
@@ -101,7 +102,8 @@ def train(benchmark: str, params_path: str) -> None:
     agents = _agents(b, str(b.store))
     labels = {Regime.REPLIES_AT_LOGGED_STATES.value: b.note} if b.note else {}
     rollouts = ExperienceStore.open(b.rollouts) if b.rollouts else None
-    for name in b.estimators:
+    names = list(b.estimators) + ([n for n in b.estimators_full if n not in b.estimators] if full else [])
+    for name in names:
         est = build_estimator(name, params_path)  # one per estimator: its encoder is reused
         needs = Regime.REPLIES_AT_LOGGED_STATES in est.regimes
         for a in tqdm(agents, desc=f"{benchmark}: {est.name}", unit="agent"):
@@ -170,6 +172,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("benchmark")
     p.add_argument("--params", default=str(DEFAULT_PARAMS))
     p.add_argument("--no-track", action="store_true", help="report: do not log to MLflow")
+    p.add_argument("--full", action="store_true",
+                   help="train: also the benchmark's estimators_full (too slow for the main job)")
     a = p.parse_args(argv)
     try:
         if a.stage == "rollouts":
@@ -177,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
         elif a.stage == "sample":
             sample(a.benchmark, a.params)
         elif a.stage == "train":
-            train(a.benchmark, a.params)
+            train(a.benchmark, a.params, full=a.full)
         else:
             report(a.benchmark, a.params, track=not a.no_track)
     except (ValueError, FileNotFoundError, ParamsError, StoreError) as exc:  # user errors: one line, exit 2

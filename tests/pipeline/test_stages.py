@@ -40,3 +40,33 @@ def test_stage_errors_are_one_line(workspace, capsys):
     Path(workspace["params"]).write_text(yaml.safe_dump(cfg))
     assert main(["train", "tiny", "--params", workspace["params"]]) == 2
     assert "a1.parquet: target actions of a1 missing" in capsys.readouterr().err
+
+
+def test_rollouts_stage_feeds_the_own_rollout_estimators_and_full_adds_the_slow_ones(workspace, capsys):
+    from enigma.store.experience import ExperienceStore
+
+    cfg = workspace["cfg"]
+    b = cfg["pipeline"]["benchmarks"]["tiny"]
+    rollouts_dir = str(Path(b["store"]).parent / "rollouts")
+    b.update(rollouts=rollouts_dir, learned_customer={"similarity": "words", "episodes": 4},
+             estimators=["reply-length-rollouts"], estimators_full=["experience-mean"])
+    Path(workspace["params"]).write_text(yaml.safe_dump(cfg))
+    args = ["tiny", "--params", workspace["params"]]
+
+    assert main(["rollouts", *args]) == 0
+    r = ExperienceStore.open(rollouts_dir)
+    assert r.agents() == [f"a{k}" for k in range(1, 6)] and r.dialogues.num_rows == 20
+    for agent, meta in zip(r.dialogues.column("agent_id").to_pylist(), r.dialogues.column("meta").to_pylist()):
+        assert json.loads(meta)["customer_agent"] != agent  # its own logged customers are never replayed
+    assert main(["train", *args]) == 0
+    assert sorted(p.name for p in Path(b["results_dir"]).iterdir()) == ["reply-length%5Bown-rollouts%5D"]
+    assert main(["train", *args, "--full"]) == 0
+    assert main(["report", *args, "--no-track"]) == 0
+    s = json.loads((Path(b["report_dir"]) / "summary.json").read_text())
+    assert sorted(s["estimators"]) == ["experience-mean", "reply-length[own-rollouts]"]
+    assert s["estimators"]["reply-length[own-rollouts]"]["regime"] == ["own-rollouts"]
+
+
+def test_rollouts_stage_needs_its_settings(workspace, capsys):
+    assert main(["rollouts", "tiny", "--params", workspace["params"]]) == 2
+    assert "needs both 'rollouts' (where to write) and 'learned_customer'" in capsys.readouterr().err
