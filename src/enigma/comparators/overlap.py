@@ -10,6 +10,7 @@ choice of scale; a rating that falls with overlap shows up as a negative correla
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 
 import numpy as np
@@ -55,7 +56,12 @@ def mean_rouge_l(replies: list[str], references: list[str]) -> float:
     """Mean ROUGE-L F-measure (longest common subsequence, Porter stemming)."""
     if len(replies) != len(references) or not replies:
         raise ValueError(f"ROUGE needs as many replies as references, both non-empty ({len(replies)}, {len(references)})")
-    return float(np.mean([_ROUGE.score(ref, hyp)["rougeL"].fmeasure for hyp, ref in zip(replies, references)]))
+    # Each distinct (reply, reference) pair is scored once: template-like agents repeat pairs
+    # many times, and stemming is the cost (airline: about 2 s per agent before, see
+    # benchmarks/results/comparators_airline_cost.json).
+    counts = Counter(zip(replies, references))
+    total = sum(_ROUGE.score(ref, hyp)["rougeL"].fmeasure * c for (hyp, ref), c in counts.items())
+    return float(total / len(replies))
 
 
 class ReplyMetricEstimator:
