@@ -35,13 +35,40 @@ NAMES = [
 ]
 
 
+def from_results(out_path: Path) -> None:
+    """Seconds per agent as the train stage recorded them (all 27 agents, one estimator after
+    another, the machine otherwise as stated)."""
+    from enigma.evaluation.loao import read_results
+
+    r = read_results(ROOT / "data/airline/results").drop_duplicates(["estimator", "agent_id"])
+    result = json.loads(out_path.read_text()) if out_path.is_file() else {}
+    result["loao_run"] = {
+        "what": "seconds per held-out agent recorded in the result files of `python -m flows.stages train airline` "
+        "(27 agents; the first agent of an estimator includes warm-up)",
+        "reproduce": ".venv/bin/python -m flows.stages train airline --params <params with the estimators> && "
+        ".venv/bin/python benchmarks/comparators_airline_cost.py --from-results",
+        "seconds": {
+            est: {"median": round(float(g["seconds"].median()), 2), "max": round(float(g["seconds"].max()), 2),
+                  "total_27_agents": round(float(g["seconds"].sum()), 1), "n_agents": int(len(g))}
+            for est, g in r.groupby("estimator") if g["seconds"].notna().all()
+        },
+    }
+    out_path.write_text(json.dumps(result, indent=1) + "\n")
+    for est, v in result["loao_run"]["seconds"].items():
+        print(f"{est:55s} median {v['median']:7.2f}  total {v['total_27_agents']:7.1f}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--agents", type=int, default=3)
     ap.add_argument("--only", default="")
     ap.add_argument("--params", default=str(ROOT / "params.yaml"))
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results"))
+    ap.add_argument("--from-results", action="store_true",
+                    help="instead: summarise the seconds recorded by a full leave-one-agent-out run in data/airline/results")
     args = ap.parse_args()
+    if args.from_results:
+        return from_results(Path(args.out) / "comparators_airline_cost.json")
     torch.set_num_threads(1)
     store = ExperienceStore.open(ROOT / "data/airline/store")
     rollouts = ExperienceStore.open(ROOT / "data/airline/rollouts")
