@@ -3,6 +3,8 @@ per-rating training, and the ``enigma estimate`` command."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import json
 
 import pyarrow as pa
@@ -146,10 +148,32 @@ def test_from_params_reads_the_dice_section_and_the_embedding_cache(tmp_path):
     p = tmp_path / "params.yaml"
     p.write_text("encode:\n  cache:\n    cache_dir: somewhere\ndice:\n  preset: paper\n  tmax: 9\n")
     est = EnigmaEstimator.from_params(p, progress=False)
-    assert est.config.tmax == 9 and est.config.schedule == "inverse_sqrt" and est.cache_dir == "somewhere"
+    assert est.config.tmax == 9 and est.config.schedule == "inverse_sqrt" and est.encode.cache.cache_dir == "somewhere"
     p.write_text("dice:\n  preset: default\n  lr: -1\n")
     with pytest.raises(ParamsError, match="section 'dice'"):
         EnigmaEstimator.from_params(p)
+    p.write_text("encode:\n  frozen:\n    blocks: [nope]\n")
+    with pytest.raises(ParamsError, match="section 'encode'"):
+        EnigmaEstimator.from_params(p)
+
+
+def test_the_frozen_encoder_is_built_as_the_encode_section_says(tmp_path):
+    p = tmp_path / "params.yaml"
+    p.write_text(f"encode:\n  cache:\n    cache_dir: {tmp_path / 'emb'}\n  frozen:\n    blocks: [last_user, position]\n"
+                 "    position_buckets: 4\ndice:\n  encoder: frozen\n")
+    est = EnigmaEstimator.from_params(p, progress=False)
+    enc = est.encoder()
+    assert enc.blocks == ("last_user", "position") and enc.position_buckets == 4
+    assert enc.feature_dim == 2 * enc.text_dim + 4
+    assert Path(enc.cache.dir).parent == tmp_path / "emb"
+    # a saved result depends on the blocks: another choice is another fingerprint
+    p.write_text(p.read_text().replace("[last_user, position]", "[last_user, prev_agent, summary, position]"))
+    assert EnigmaEstimator.from_params(p, progress=False).fingerprint() != est.fingerprint()
+    # ... but not on where the cache lives
+    p.write_text(p.read_text().replace(str(tmp_path / "emb"), str(tmp_path / "elsewhere")))
+    other = EnigmaEstimator.from_params(p, progress=False)
+    p.write_text(p.read_text().replace(str(tmp_path / "elsewhere"), str(tmp_path / "emb")))
+    assert other.fingerprint() == EnigmaEstimator.from_params(p, progress=False).fingerprint()
 
 
 def test_reply_at_a_non_agent_turn_is_rejected(problem):

@@ -88,9 +88,15 @@ def run_estimate(
     all_params = load_params(params) if params.is_file() else {}
     # Embeddings live where the encode stage keeps them, so a study re-encodes nothing.
     embed_dir = cache_dir / "embeddings" if cache_dir else ((all_params.get("encode") or {}).get("cache") or {}).get("cache_dir")
-    estimator = EnigmaEstimator(cfg, cache_dir=embed_dir, progress=progress)
+    from enigma.encoders.config import EncodeConfig
+
+    try:
+        encode = EncodeConfig.model_validate(all_params.get("encode") or {})
+    except ValueError as exc:
+        raise ParamsError(f"{params}: section 'encode': {exc}") from exc
+    estimator = EnigmaEstimator(cfg, cache_dir=embed_dir, encode=encode, progress=progress)
     settings_hash = hashlib.blake2b(
-        json.dumps([cfg.model_dump(mode="json"), str(experience.resolve()), sorted(excluded), n_samples, seed], sort_keys=True).encode(),
+        json.dumps([estimator.fingerprint(), str(experience.resolve()), sorted(excluded), n_samples, seed], sort_keys=True).encode(),
         digest_size=8,
     ).hexdigest()
     (out / "targets").mkdir(parents=True, exist_ok=True)

@@ -9,6 +9,7 @@ DICE heads; the estimate of every rating comes from one run (two-player objectiv
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +21,7 @@ import torch
 
 from enigma.contracts import HeldOutAgent, Regime, Turn
 from enigma.encoders.base import DialogueActions, PairEncoder
+from enigma.encoders.config import EncodeConfig
 from enigma.ope.config import DiceConfig
 from enigma.ope.padding import check_tmax
 from enigma.ope.trainer import DiceData, DiceRun, train_dice
@@ -113,7 +115,11 @@ def pair_dialogues(
     return PairedDialogues(out, rewards, names, dict(skipped))
 
 
-def build_encoder(cfg: DiceConfig, cache_dir: str | Path | None = None) -> PairEncoder:
+def build_encoder(cfg: DiceConfig, cache_dir: str | Path | None = None, encode: EncodeConfig | None = None) -> PairEncoder:
+    """The pair encoder ``cfg.encoder`` names, on ``cfg.encoder_model``, run as the ``encode``
+    section says (the frozen blocks and position buckets, the cache's tokens per text, the
+    packed sequence's tokens per utterance); ``cache_dir`` overrides ``encode.cache.cache_dir``."""
+    encode = encode or EncodeConfig()
     if cfg.encoder == "onehot":
         from enigma.encoders.onehot import OneHotPairEncoder
 
@@ -121,10 +127,30 @@ def build_encoder(cfg: DiceConfig, cache_dir: str | Path | None = None) -> PairE
     if cfg.encoder == "frozen":
         from enigma.encoders.frozen import FrozenPairEncoder
 
-        return FrozenPairEncoder(cfg.encoder_model, cache_dir=cache_dir, agreement=cfg.agreement)
+        if cache_dir is not None:
+            encode = encode.model_copy(update={"cache": encode.cache.model_copy(update={"cache_dir": str(cache_dir)})})
+        f = encode.frozen
+        return FrozenPairEncoder(
+            encode.embedding_cache(cfg.encoder_model), position_buckets=f.position_buckets,
+            projection_dim=f.projection_dim, blocks=tuple(f.blocks), agreement=cfg.agreement,
+        )
     from enigma.encoders.finetune import FinetunePairEncoder
 
-    return FinetunePairEncoder(cfg.encoder_model)
+    f = encode.finetune
+    return FinetunePairEncoder(
+        cfg.encoder_model, max_utterance_tokens=f.max_utterance_tokens,
+        gradient_checkpointing=f.gradient_checkpointing, autocast=f.autocast,
+        weights_cache_dir=encode.weights_cache_dir,
+    )
+
+
+def encoder_settings(cfg: DiceConfig, encode: EncodeConfig) -> dict[str, Any]:
+    """The part of the ``encode`` section that changes what ``cfg.encoder`` computes."""
+    if cfg.encoder == "frozen":
+        return {"frozen": encode.frozen.model_dump(mode="json"), "max_length": encode.cache.max_length}
+    if cfg.encoder == "finetune":
+        return {"finetune": encode.finetune.model_dump(mode="json", exclude={"autocast"})}
+    return {}
 
 
 def dice_data(paired: PairedDialogues) -> DiceData:
@@ -160,12 +186,14 @@ class EnigmaEstimator:
         *,
         encoder: PairEncoder | None = None,
         cache_dir: str | Path | None = None,
+        encode: EncodeConfig | None = None,
         name: str = "enigma",
         progress: bool = True,
     ):
         self.config = config or DiceConfig.preset("default")
         self.name = name
         self.cache_dir = cache_dir
+        self.encode = encode or EncodeConfig()
         self.progress = progress
         self._encoder = encoder
         self.last_result: EnigmaResult | None = None
@@ -181,13 +209,23 @@ class EnigmaEstimator:
             cfg = DiceConfig.from_section(params.get("dice"))
         except ValueError as exc:
             raise ParamsError(f"{params_path}: section 'dice': {exc}") from exc
-        kwargs.setdefault("cache_dir", ((params.get("encode") or {}).get("cache") or {}).get("cache_dir"))
+        try:
+            encode = EncodeConfig.model_validate(params.get("encode") or {})
+        except ValueError as exc:
+            raise ParamsError(f"{params_path}: section 'encode': {exc}") from exc
+        kwargs.setdefault("encode", encode)
         return cls(cfg, **kwargs)
+
+    def fingerprint(self) -> str:
+        """What a saved leave-one-agent-out result depends on: the DICE settings and the
+        encoder settings that change the pair vectors (not where the cache lives)."""
+        return json.dumps({"dice": self.config.model_dump(mode="json"),
+                           "encoder": encoder_settings(self.config, self.encode)}, sort_keys=True)
 
     def encoder(self) -> PairEncoder:
         # The encoder (and a frozen encoder's embedding cache) is reused across held-out agents.
         if self._encoder is None:
-            self._encoder = build_encoder(self.config, self.cache_dir)
+            self._encoder = build_encoder(self.config, self.cache_dir, self.encode)
         return self._encoder
 
     def estimate(self, experience: ExperienceStore, target: HeldOutAgent) -> dict[str, float]:
