@@ -20,6 +20,18 @@ class IngestStep(BaseModel):
     out: Path
 
 
+class FullRun(BaseModel):
+    """Estimators too slow for a benchmark's main run. They write their own results directory
+    (a DVC output of its own; the main run's stays untouched), and the full report reads both:
+    every estimator of the benchmark side by side."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    estimators: list[str]
+    results_dir: Path
+    report_dir: Path
+
+
 class BenchmarkConfig(BaseModel):
     """Where one benchmark's stages read and write (the same paths as its dvc.yaml stages)."""
 
@@ -46,9 +58,9 @@ class BenchmarkConfig(BaseModel):
     results_dir: Path
     report_dir: Path
     estimators: list[str] = ["enigma"]
-    # Estimators too slow for the main job's budget: run only by `python -m flows.stages train
-    # <benchmark> --full` (into the same results directory, so the next report shows them).
-    estimators_full: list[str] = []
+    # The slow estimators, kept out of the main job's budget: their own DVC stages
+    # (train_<benchmark>_full, report_<benchmark>_full) run them and report them beside these.
+    full: FullRun | None = None
     # Estimators that score from the agent's replies at logged states need sampled targets.
     n_samples: int = Field(1, ge=1)
     seed: int = 0

@@ -166,7 +166,7 @@ def evaluate(benchmark: str = "airline", params_path: str = str(DEFAULT_PARAMS),
     if track:
         tracked = log_to_mlflow(
             benchmark,
-            _agent_results(rows, summary, b),
+            _agent_results(rows, summary, [b.results_dir]),
             tracking=params.get("tracking") or {},
             run_params={"benchmark": benchmark, "store": store_dir, "estimators": ",".join(b.estimators),
                         **{f"dice.{k}": v for k, v in (params.get("dice") or {}).items()}},
@@ -199,7 +199,9 @@ def _headline_metrics(summary: dict) -> dict[str, float]:
     return out
 
 
-def _agent_results(rows: list[dict], summary: dict, b: BenchmarkConfig) -> list[dict]:
+def _agent_results(rows: list[dict], summary: dict, results_dirs: list) -> list[dict]:
+    import pandas as pd
+
     from enigma.evaluation.loao import read_curves
     from enigma.tracking import results_from_rows
 
@@ -209,7 +211,8 @@ def _agent_results(rows: list[dict], summary: dict, b: BenchmarkConfig) -> list[
         for r, cell in per.items()
         if isinstance(cell, dict) and cell.get("truth") is not None
     }
-    return [r.to_dict() for r in results_from_rows(rows, truth, read_curves(b.results_dir))]
+    curves = [c for c in (read_curves(d) for d in results_dirs) if c is not None]
+    return [r.to_dict() for r in results_from_rows(rows, truth, pd.concat(curves, ignore_index=True) if curves else None)]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -5,8 +5,9 @@ works offline on a fresh clone.
     python -m flows.stages rollouts airline   # each agent with the learned customer (regime b)
     python -m flows.stages sample airline     # target actions of every held-out agent
     python -m flows.stages train airline      # every estimator on every held-out agent
-    python -m flows.stages train airline --full   # ... and the slow ones of estimators_full
     python -m flows.stages report airline     # summary.json + figures + index.html, MLflow
+    python -m flows.stages train airline --full   # the slow estimators of pipeline...airline.full
+    python -m flows.stages report airline --full  # every estimator side by side (full.report_dir)
 
 Each reads ``pipeline.benchmarks.<name>`` of params.yaml (and the sections of the library it
 calls: ``sample``, ``dice``, ``comparators``, ``report``, ``tracking``).
@@ -70,7 +71,8 @@ def sample(benchmark: str, params_path: str) -> None:
 
     b = benchmark_config(benchmark, params_path)
     store = str(b.store)
-    needs = any(Regime.REPLIES_AT_LOGGED_STATES in build_estimator(e, params_path).regimes for e in b.estimators)
+    every = list(b.estimators) + (list(b.full.estimators) if b.full else [])
+    needs = any(Regime.REPLIES_AT_LOGGED_STATES in build_estimator(e, params_path).regimes for e in every)
     Path(b.targets_dir).mkdir(parents=True, exist_ok=True)
     if not needs:
         return
@@ -87,46 +89,131 @@ def sample(benchmark: str, params_path: str) -> None:
         )
 
 
-def train(benchmark: str, params_path: str, full: bool = False) -> None:
+def _train_one(name: str, benchmark: str, params_path: str, results_dir: str, bars: bool) -> int:
+    """Every held-out agent with one estimator; returns how many (estimator, agent) runs failed.
+    A failure (e.g. a diverged run) is recorded in the results and reported, not fatal."""
     import pyarrow.parquet as pq
     from tqdm.auto import tqdm
 
     from enigma.contracts import Regime
     from enigma.store.experience import ExperienceStore
     from flows.evaluate import benchmark_config
-    from tasks.estimate import build_estimator, record_failure, run_heldout
+    from enigma.evaluation.loao import record_failure
+    from tasks.estimate import build_estimator, run_heldout
 
     b = benchmark_config(benchmark, params_path)
-    failures = 0
     store = ExperienceStore.open(b.store)
-    agents = _agents(b, str(b.store))
+    agents, _ = _heldout(b)
     labels = {Regime.REPLIES_AT_LOGGED_STATES.value: b.note} if b.note else {}
     rollouts = ExperienceStore.open(b.rollouts) if b.rollouts else None
-    names = list(b.estimators) + ([n for n in b.estimators_full if n not in b.estimators] if full else [])
+    est = build_estimator(name, params_path)  # one per estimator: its encoder is reused
+    needs = Regime.REPLIES_AT_LOGGED_STATES in est.regimes
+    failures = 0
+    for a in tqdm(agents, desc=f"{benchmark}: {est.name}", unit="agent", disable=not bars):
+        targets = None
+        if needs:
+            f = Path(b.targets_dir) / f"{a}.parquet"
+            if not f.is_file():
+                raise FileNotFoundError(f"{f}: target actions of {a} missing (run the sample stage first)")
+            targets = pq.read_table(f)
+        t0 = time.perf_counter()
+        try:
+            run_heldout(est, store, a, targets, results_dir, labels, rollouts)
+        except Exception as exc:
+            failures += 1
+            record_failure(results_dir, est, a, store.rating_names, exc)
+            tqdm.write(f"{est.name} / {a}: FAILED ({type(exc).__name__}: {str(exc)[:300]})")
+            continue
+        tqdm.write(f"{est.name} / {a}: {time.perf_counter() - t0:.1f}s")
+        sys.stdout.flush()
+    return failures
+
+
+def _heldout(b) -> tuple[list[str], list[str]]:
+    from flows.evaluate import heldout_agents
+
+    return heldout_agents(b, str(b.store))
+
+
+def _one_torch_thread() -> None:
+    # Workers share the machine's cores: one thread each, or they oversubscribe them (on 2 cores
+    # two torch threads per process ran several times slower: benchmarks/results/ope_speed.md).
+    import torch
+
+    torch.set_num_threads(1)
+
+
+def _shares_embeddings(names: list[str], params_path: str) -> bool:
+    """Whether some estimator looks texts up in the shared embedding cache: a comparator with a
+    text embedder, or ENIGMA's frozen encoder on the encode stage's model."""
+    from enigma.encoders.config import EncodeConfig
+    from tasks.estimate import build_estimator
+
+    model = EncodeConfig.load(params_path).model
     for name in names:
-        est = build_estimator(name, params_path)  # one per estimator: its encoder is reused
-        needs = Regime.REPLIES_AT_LOGGED_STATES in est.regimes
-        for a in tqdm(agents, desc=f"{benchmark}: {est.name}", unit="agent"):
-            targets = None
-            if needs:
-                f = Path(b.targets_dir) / f"{a}.parquet"
-                if not f.is_file():
-                    raise FileNotFoundError(f"{f}: target actions of {a} missing (run the sample stage first)")
-                targets = pq.read_table(f)
-            t0 = time.perf_counter()
-            try:
-                run_heldout(est, store, a, targets, str(b.results_dir), labels, rollouts)
-            except Exception as exc:  # one agent's failure (e.g. a diverged run) is reported, not fatal
-                failures += 1
-                record_failure(str(b.results_dir), est, a, store.rating_names, exc)
-                tqdm.write(f"{est.name} / {a}: FAILED ({type(exc).__name__}: {str(exc)[:300]})")
-                continue
-            tqdm.write(f"{est.name} / {a}: {time.perf_counter() - t0:.1f}s")
+        est = build_estimator(name, params_path)  # cheap: models load on first use
+        cfg = getattr(est, "config", None)
+        if getattr(est, "embedder", None) is not None:
+            return True
+        if getattr(cfg, "encoder", None) == "frozen" and getattr(cfg, "encoder_model", None) == model:
+            return True
+    return False
+
+
+def _warm_embeddings(b, params_path: str) -> None:
+    """The encode step, once, before the workers start: every utterance of the store and the
+    rollouts and every sampled reply into the shared embedding cache (``encode.cache``), so that
+    parallel estimators look vectors up instead of each encoding the same texts."""
+    import pyarrow.parquet as pq
+
+    from enigma.encoders.config import EncodeConfig
+    from enigma.encoders.warm import store_texts, warm_cache
+    from enigma.store.experience import ExperienceStore
+
+    cache = EncodeConfig.load(params_path).embedding_cache()
+    targets = [(str(f), pq.read_table(f)) for f in sorted(Path(b.targets_dir).glob("*.parquet"))]
+    stats = warm_cache(cache, ExperienceStore.open(b.store), targets)
+    if b.rollouts:
+        cache.embed(store_texts(ExperienceStore.open(b.rollouts)))
+    print(f"embedding cache: {stats.texts} texts, {stats.newly_encoded} newly encoded -> {stats.cache_dir}")
+
+
+def train(benchmark: str, params_path: str, full: bool = False) -> None:
+    """Every estimator of the benchmark (``--full``: of its ``full`` section) on every held-out
+    agent, ``pipeline.max_workers`` estimators at a time in their own processes."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    from flows.config import pipeline_config
+    from flows.evaluate import benchmark_config
+
+    b = benchmark_config(benchmark, params_path)
+    if full and b.full is None:
+        raise ValueError(f"{params_path}: pipeline.benchmarks.{benchmark} has no 'full' section (estimators, results_dir, report_dir)")
+    names = list(b.full.estimators) if full else list(b.estimators)
+    results_dir = str(b.full.results_dir if full else b.results_dir)
+    agents, left_out = _heldout(b)
+    if left_out:
+        print(f"experience only (not held out: no rollouts to act them): {', '.join(left_out)}")
+    workers = min(pipeline_config(params_path).max_workers, len(names))
+    t0 = time.perf_counter()
+    if workers <= 1:
+        failures = sum(_train_one(n, benchmark, params_path, results_dir, bars=True) for n in names)
+    else:
+        if _shares_embeddings(names, params_path):
+            _warm_embeddings(b, params_path)
+        print(f"{benchmark}: {len(names)} estimators x {len(agents)} agents, {workers} at a time")
+        # spawn: a forked child would inherit torch's thread pool state from the parent
+        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
+                                 initializer=_one_torch_thread) as pool:
+            futures = [pool.submit(_train_one, n, benchmark, params_path, results_dir, False) for n in names]
+            failures = sum(f.result() for f in futures)
+    print(f"{benchmark}: trained {len(names)} estimator(s) in {time.perf_counter() - t0:.0f}s -> {results_dir}")
     if failures:
         print(f"{failures} (estimator, agent) run(s) failed; the report lists them; the next run retries them")
 
 
-def report(benchmark: str, params_path: str, track: bool = True) -> dict:
+def report(benchmark: str, params_path: str, track: bool = True, full: bool = False) -> dict:
     from enigma.evaluation.loao import read_results, result_path
     from flows.evaluate import _add_note, _agent_results, _headline_metrics, benchmark_config
     from tasks.report import write_report
@@ -134,30 +221,39 @@ def report(benchmark: str, params_path: str, track: bool = True) -> dict:
 
     params = load_params(params_path)
     b = benchmark_config(benchmark, params_path)
-    rows = read_results(b.results_dir).to_dict(orient="records")
-    for r in rows:
-        heads = result_path(b.results_dir, r["estimator"], r["agent_id"]).with_suffix(".heads.pt")
-        r["heads_path"] = str(heads) if heads.is_file() else None
+    if full and b.full is None:
+        raise ValueError(f"{params_path}: pipeline.benchmarks.{benchmark} has no 'full' section (estimators, results_dir, report_dir)")
+    # the full report: the main run's results and the slow estimators' side by side
+    results_dirs = [b.results_dir, b.full.results_dir] if full else [b.results_dir]
+    report_dir = b.full.report_dir if full else b.report_dir
+    estimators = list(b.estimators) + (list(b.full.estimators) if full else [])
+    rows = []
+    for d in results_dirs:
+        part = read_results(d).to_dict(orient="records")
+        for r in part:
+            heads = result_path(d, r["estimator"], r["agent_id"]).with_suffix(".heads.pt")
+            r["heads_path"] = str(heads) if heads.is_file() else None
+        rows += part
     summary = write_report.fn(
         rows,
         benchmark,
-        str(b.report_dir),
+        str(report_dir),
         store_dir=str(b.store),
         truth_path=str(b.truth) if b.truth else None,
-        results_dir=str(b.results_dir),
+        results_dir=[str(d) for d in results_dirs],
         report=params.get("report") or {},
     )
     if b.note:
         _add_note(Path(summary["summary_json"]), b.note)
     if track:
         tracked = log_to_mlflow.fn(
-            benchmark,
-            _agent_results(rows, summary, b),
+            f"{benchmark}-full" if full else benchmark,
+            _agent_results(rows, summary, results_dirs),
             tracking=params.get("tracking") or {},
-            run_params={"benchmark": benchmark, "store": str(b.store), "estimators": ",".join(b.estimators),
+            run_params={"benchmark": benchmark, "store": str(b.store), "estimators": ",".join(estimators),
                         **{f"dice.{k}": v for k, v in (params.get("dice") or {}).items()}},
             summary=_headline_metrics(summary),
-            report_dir=str(b.report_dir),
+            report_dir=str(report_dir),
         )
         if tracked:
             print(f"MLflow: parent run {tracked['parent_run_id']} ({len(tracked['children'])} child runs)"
@@ -173,7 +269,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--params", default=str(DEFAULT_PARAMS))
     p.add_argument("--no-track", action="store_true", help="report: do not log to MLflow")
     p.add_argument("--full", action="store_true",
-                   help="train: also the benchmark's estimators_full (too slow for the main job)")
+                   help="train: the slow estimators of the benchmark's 'full' section, into its results_dir; "
+                        "report: every estimator (main and full) into full.report_dir")
     a = p.parse_args(argv)
     try:
         if a.stage == "rollouts":
@@ -183,7 +280,7 @@ def main(argv: list[str] | None = None) -> int:
         elif a.stage == "train":
             train(a.benchmark, a.params, full=a.full)
         else:
-            report(a.benchmark, a.params, track=not a.no_track)
+            report(a.benchmark, a.params, track=not a.no_track, full=a.full)
     except (ValueError, FileNotFoundError, ParamsError, StoreError) as exc:  # user errors: one line, exit 2
         print(f"error: {exc}", file=sys.stderr)
         return 2

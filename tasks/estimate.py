@@ -188,7 +188,7 @@ def score_new_agent(
     import pyarrow.compute as pc
 
     from enigma.contracts import HeldOutAgent, Regime
-    from enigma.evaluation.loao import _jsonable_scalars, normalise_result
+    from enigma.evaluation.loao import jsonable_scalars, normalise_result
     from enigma.store.experience import ExperienceStore
 
     est = build_estimator(estimator, params_path)
@@ -209,7 +209,7 @@ def score_new_agent(
     raw = est.estimate(experience, target)
     estimates, extras = normalise_result(raw, experience.rating_names, est.name, agent_name)
     if not extras.get("diagnostics") and isinstance(getattr(est, "diagnostics", None), dict):
-        extras["diagnostics"] = _jsonable_scalars(est.diagnostics)
+        extras["diagnostics"] = jsonable_scalars(est.diagnostics)
 
     def _scalars(v):
         return {k: float(x) for k, x in v.items()} if isinstance(v, dict) else (None if v is None else float(v))
@@ -221,25 +221,3 @@ def score_new_agent(
         "ess": _scalars(extras.get("ess")),
         "diagnostics": extras.get("diagnostics") or {},
     }
-
-
-def record_failure(results_dir: str, est, agent_id: str, ratings: list[str], exc: BaseException) -> list[dict]:
-    """Write an error result for (estimator, agent) in the runner's file format, so the report
-    lists the failure (``errors`` in summary.json) instead of the whole run stopping; its
-    fingerprint never matches, so the next run tries the agent again."""
-    import json
-
-    from enigma.evaluation.loao import _atomic_write, regime_names, result_path
-
-    message = f"{type(exc).__name__}: {exc}"
-    rows = [
-        {
-            "estimator": est.name, "agent_id": agent_id, "rating": r, "estimate": float("nan"),
-            "unnormalised": None, "ess": None, "regime": ",".join(regime_names(est)),
-            "labels": "{}", "diagnostics": "{}", "n_experience_dialogues": None, "seconds": None,
-            "error": message[:2000],
-        }
-        for r in ratings
-    ]
-    _atomic_write(result_path(results_dir, est.name, agent_id), json.dumps({"fingerprint": "failed", "rows": rows}, indent=1))
-    return rows

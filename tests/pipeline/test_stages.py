@@ -48,8 +48,10 @@ def test_rollouts_stage_feeds_the_own_rollout_estimators_and_full_adds_the_slow_
     cfg = workspace["cfg"]
     b = cfg["pipeline"]["benchmarks"]["tiny"]
     rollouts_dir = str(Path(b["store"]).parent / "rollouts")
+    full = {"estimators": ["experience-mean", "see-question-rate-rollouts"],
+            "results_dir": str(workspace["root"] / "results_full"), "report_dir": str(workspace["root"] / "report_full")}
     b.update(rollouts=rollouts_dir, learned_customer={"similarity": "words", "episodes": 4},
-             estimators=["reply-length-rollouts"], estimators_full=["experience-mean"])
+             estimators=["reply-length-rollouts"], full=full)
     Path(workspace["params"]).write_text(yaml.safe_dump(cfg))
     args = ["tiny", "--params", workspace["params"]]
 
@@ -60,13 +62,28 @@ def test_rollouts_stage_feeds_the_own_rollout_estimators_and_full_adds_the_slow_
         assert json.loads(meta)["customer_agent"] != agent  # its own logged customers are never replayed
     assert main(["train", *args]) == 0
     assert sorted(p.name for p in Path(b["results_dir"]).iterdir()) == ["reply-length%5Bown-rollouts%5D"]
+    # the slow estimators write their own results (a DVC output of their own), two at a time
     assert main(["train", *args, "--full"]) == 0
+    assert "2 estimators x 5 agents, 2 at a time" in capsys.readouterr().out
+    assert sorted(p.name for p in Path(b["results_dir"]).iterdir()) == ["reply-length%5Bown-rollouts%5D"]
+    assert len(list(Path(full["results_dir"]).glob("*/*.json"))) == 10
     assert main(["report", *args, "--no-track"]) == 0
     s = json.loads((Path(b["report_dir"]) / "summary.json").read_text())
-    assert sorted(s["estimators"]) == ["experience-mean", "reply-length[own-rollouts]"]
+    assert sorted(s["estimators"]) == ["reply-length[own-rollouts]"]
+    # the full report: every estimator side by side
+    assert main(["report", *args, "--no-track", "--full"]) == 0
+    s = json.loads((Path(full["report_dir"]) / "summary.json").read_text())
+    assert sorted(s["estimators"]) == ["experience-mean", "reply-length[own-rollouts]", "see-features:question_rate[own-rollouts]"]
     assert s["estimators"]["reply-length[own-rollouts]"]["regime"] == ["own-rollouts"]
+    assert s["n_agents"] == 5
 
 
 def test_rollouts_stage_needs_its_settings(workspace, capsys):
     assert main(["rollouts", "tiny", "--params", workspace["params"]]) == 2
     assert "needs both 'rollouts' (where to write) and 'learned_customer'" in capsys.readouterr().err
+
+
+def test_full_stages_need_a_full_section(workspace, capsys):
+    for stage in ("train", "report"):
+        assert main([stage, "tiny", "--params", workspace["params"], "--full"]) == 2
+        assert "pipeline.benchmarks.tiny has no 'full' section" in capsys.readouterr().err

@@ -227,7 +227,7 @@ def _per_rating(value: Any, rating: str) -> float | None:
     return float(value)
 
 
-def _jsonable_scalars(d: Mapping[str, Any] | None) -> dict[str, Any]:
+def jsonable_scalars(d: Mapping[str, Any] | None) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for k, v in (d or {}).items():
         if k in CURVE_KEYS:
@@ -239,7 +239,7 @@ def _jsonable_scalars(d: Mapping[str, Any] | None) -> dict[str, Any]:
         elif hasattr(v, "item") and getattr(v, "ndim", 1) == 0:
             out[k] = v.item()
         elif isinstance(v, Mapping):
-            out[k] = _jsonable_scalars(v)
+            out[k] = jsonable_scalars(v)
         elif isinstance(v, (list, tuple)) and all(isinstance(x, (int, float, str, bool)) for x in v) and len(v) <= 64:
             out[k] = list(v)
     return out
@@ -308,7 +308,7 @@ def normalise_result(
         extras = {
             "unnormalised": _get(result, "unnormalised") or (nested_unnorm or None),
             "ess": _get(result, "ess") or (nested_ess or None),
-            "diagnostics": _jsonable_scalars(diagnostics),
+            "diagnostics": jsonable_scalars(diagnostics),
             "curve": _curve_frame(curve),
         }
     return out, extras
@@ -328,6 +328,28 @@ def _atomic_write(path: Path, text: str) -> None:
     tmp = path.with_suffix(path.suffix + f".tmp{os.getpid()}")
     tmp.write_text(text)
     os.replace(tmp, path)
+
+
+def record_failure(
+    results_dir: str | Path | None, estimator: Estimator, agent_id: str, ratings: Sequence[str], exc: BaseException
+) -> list[dict[str, Any]]:
+    """The rows of a failed (estimator, agent) run, with ``error`` set. With a results
+    directory they are written as its result file, so the report lists the failure (``errors``
+    in summary.json); that file's fingerprint never matches, so the next run tries again."""
+    message = f"{type(exc).__name__}: {exc}"[:2000]
+    rows = [
+        {
+            "estimator": estimator.name, "agent_id": agent_id, "rating": r, "estimate": float("nan"),
+            "unnormalised": None, "ess": None, "regime": ",".join(regime_names(estimator)),
+            "labels": json.dumps(dict(getattr(estimator, "labels", None) or {})), "diagnostics": "{}",
+            "n_experience_dialogues": None, "seconds": None, "error": message,
+        }
+        for r in ratings
+    ]
+    if results_dir is not None:
+        _atomic_write(result_path(Path(results_dir), estimator.name, agent_id),
+                      json.dumps({"fingerprint": "failed", "rows": rows}, indent=1))
+    return rows
 
 
 def evaluate_one(
@@ -428,7 +450,7 @@ def run_loao(
     unknown = sorted(set(agent_ids) - set(store.agents()))
     if unknown:
         raise EvaluationError(f"held-out agent(s) {unknown} have no dialogues in the store")
-    frames = []
+    records: list[dict[str, Any]] = []
     pairs = [(e, a) for e in estimators for a in agent_ids]
     bar = tqdm(pairs, desc="leave-one-agent-out", unit="run", disable=not progress)
     n_resumed = 0
@@ -440,27 +462,14 @@ def run_loao(
         except Exception as exc:
             if errors == "raise":
                 raise
-            rows = pd.DataFrame(
-                [
-                    {
-                        "estimator": est.name,
-                        "agent_id": agent_id,
-                        "rating": r,
-                        "estimate": float("nan"),
-                        "regime": ",".join(regime_names(est)),
-                        "labels": json.dumps(dict(getattr(est, "labels", None) or {})),
-                        "diagnostics": "{}",
-                        "error": f"{type(exc).__name__}: {exc}",
-                    }
-                    for r in store.rating_names
-                ],
-                columns=RESULT_COLUMNS,
-            )
-        frames.append(rows)
+            # in memory only: the library runner leaves nothing on disk for a failure (the pipeline
+            # stage writes it, so that its report lists it)
+            rows = pd.DataFrame(record_failure(None, est, agent_id, store.rating_names, exc), columns=RESULT_COLUMNS)
+        records += rows.to_dict(orient="records")
     bar.close()
     if progress and n_resumed:
         tqdm.write(f"leave-one-agent-out: {n_resumed} of {len(pairs)} results reused from {results_dir}")
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=RESULT_COLUMNS)
+    return pd.DataFrame(records, columns=RESULT_COLUMNS)
 
 
 def read_results(path: str | Path) -> pd.DataFrame:
@@ -468,15 +477,21 @@ def read_results(path: str | Path) -> pd.DataFrame:
     JSON files as ``run_loao`` writes them."""
     path = Path(path)
     if path.is_dir():
-        frames = []
-        for f in sorted(path.glob("*/*.json")):
+        files = sorted(path.glob("*/*.json"))
+        if not files:
+            raise EvaluationError(f"{path}: no result files (<estimator>/<agent>.json) found")
+        rows = []
+        for f in files:
             try:
-                frames.append(pd.DataFrame(json.loads(f.read_text())["rows"], columns=RESULT_COLUMNS))
+                got = json.loads(f.read_text())["rows"]
+                if not isinstance(got, list) or not all(isinstance(r, dict) for r in got):
+                    raise TypeError("'rows' is not a list of objects")
             except (json.JSONDecodeError, KeyError, TypeError) as exc:
                 raise EvaluationError(f"{f}: not a result file written by the leave-one-agent-out runner ({exc})") from exc
-        if not frames:
-            raise EvaluationError(f"{path}: no result files (<estimator>/<agent>.json) found")
-        return check_results(pd.concat(frames, ignore_index=True), str(path))
+            rows += got
+        # one frame from every row (not a concat of per-file frames, whose all-null columns
+        # pandas is deprecating to type differently)
+        return check_results(pd.DataFrame(rows, columns=RESULT_COLUMNS), str(path))
     if not path.is_file():
         raise EvaluationError(f"{path}: results file not found")
     try:
