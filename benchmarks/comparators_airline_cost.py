@@ -1,5 +1,5 @@
 """Seconds per held-out agent of each comparator on the airline benchmark, to decide which fit
-the main job's budget (`make run` under 15 minutes on an idle 2-core machine).
+the main job's budget (`make run` under 20 minutes on an idle 2-core machine).
 
 Inputs are the pipeline's own: the experience store (data/airline/store), each agent's sampled
 replies at the logged states (data/airline/targets, the sample stage) and its learned-customer
@@ -8,6 +8,10 @@ train stage does) and run on the first ``--agents`` held-out agents one after an
 first agent's time includes loading models and warming the embedding cache.
 
     .venv/bin/python benchmarks/comparators_airline_cost.py [--agents 3] [--only a,b] [--out benchmarks/results]
+
+``--from-results [--benchmark see2019]`` instead summarises the seconds that the train stages
+recorded over every held-out agent (data/<benchmark>/results and results_full) into
+comparators_<benchmark>_cost.json.
 """
 
 from __future__ import annotations
@@ -35,18 +39,23 @@ NAMES = [
 ]
 
 
-def from_results(out_path: Path) -> None:
-    """Seconds per agent as the train stage recorded them (all 27 agents, one estimator after
-    another, the machine otherwise as stated)."""
+def from_results(out_path: Path, benchmark: str = "airline") -> None:
+    """Seconds per agent as the train stages recorded them (every held-out agent; two
+    estimators at a time, each in its own process with one torch thread, on the 2 cores)."""
+    import pandas as pd
+
     from enigma.evaluation.loao import read_results
 
-    r = read_results(ROOT / "data/airline/results").drop_duplicates(["estimator", "agent_id"])
+    dirs = [d for d in (ROOT / f"data/{benchmark}/results", ROOT / f"data/{benchmark}/results_full") if d.is_dir()]
+    r = pd.concat([read_results(d) for d in dirs], ignore_index=True).drop_duplicates(["estimator", "agent_id"])
     result = json.loads(out_path.read_text()) if out_path.is_file() else {}
     result["loao_run"] = {
-        "what": "seconds per held-out agent recorded in the result files of `python -m flows.stages train airline` "
-        "(27 agents; the first agent of an estimator includes warm-up)",
-        "reproduce": ".venv/bin/python -m flows.stages train airline --params <params with the estimators> && "
-        ".venv/bin/python benchmarks/comparators_airline_cost.py --from-results",
+        "what": f"seconds per held-out agent recorded in the result files of `dvc repro report_{benchmark}_full` "
+        "(train stages: two estimators at a time, each in its own process with one torch thread; the shared "
+        "embedding cache is filled before the workers start, so the encoding of texts is not in these seconds "
+        "except for enigma-random-encoder's own model; the first agent of an estimator includes loading models)",
+        "reproduce": f".venv/bin/dvc repro report_{benchmark}_full && "
+        f".venv/bin/python benchmarks/comparators_airline_cost.py --from-results --benchmark {benchmark}",
         "seconds": {
             est: {"median": round(float(g["seconds"].median()), 2), "max": round(float(g["seconds"].max()), 2),
                   "total_27_agents": round(float(g["seconds"].sum()), 1), "n_agents": int(len(g))}
@@ -65,10 +74,11 @@ def main() -> None:
     ap.add_argument("--params", default=str(ROOT / "params.yaml"))
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results"))
     ap.add_argument("--from-results", action="store_true",
-                    help="instead: summarise the seconds recorded by a full leave-one-agent-out run in data/airline/results")
+                    help="instead: summarise the seconds recorded by the train stages in data/<benchmark>/results{,_full}")
+    ap.add_argument("--benchmark", default="airline", choices=["airline", "see2019"], help="with --from-results")
     args = ap.parse_args()
     if args.from_results:
-        return from_results(Path(args.out) / "comparators_airline_cost.json")
+        return from_results(Path(args.out) / f"comparators_{args.benchmark}_cost.json", args.benchmark)
     torch.set_num_threads(1)
     store = ExperienceStore.open(ROOT / "data/airline/store")
     rollouts = ExperienceStore.open(ROOT / "data/airline/rollouts")
