@@ -1,0 +1,385 @@
+"""Airline leave-one-agent-out: does ENIGMA's DICE optimisation reach its saddle point?
+
+At the exact saddle point of the padded DICE problem every slot position carries 1/Tmax of the
+padded distribution, so E_D[zeta | slot] = 1 in EVERY slot, and (our sign convention,
+``lambda (zeta - 1)`` in the Lagrangian; the authors' code writes ``lambda (1 - zeta)`` and gets
+the negative) the lambdas satisfy sum_t lambda_t E[zeta_t] = 2 alpha_zeta sum_t E[zeta_t^2]
+(f = x^2), i.e. mean_t lambda_t = 2 alpha_zeta E_D[zeta^2] once every slot has mean 1.
+
+For each row of settings (the ``dice`` section of params.yaml plus the row's overrides) this
+runs every held-out agent of the airline benchmark in ONE process on the same data (so the
+rows compare even on a busy machine) and reports, per row:
+
+* reward Pearson / Spearman with 95% bootstrap intervals (``enigma.evaluation.correlation``)
+  and the mean Pearson / Spearman over the four ratings;
+* seconds per held-out agent (pairing, feature preparation, training and final pass; one
+  torch thread) and the steps run (a row with ``stop_window`` may stop early);
+* the convergence criterion, per agent: over the last ``--window`` training steps of the
+  learning curve every slot's E_D[zeta] (every Tmax slot position: those holding logged pairs
+  and the pseudo slots) stays within 1 +- 0.03 and no rating's estimate moves more than 0.002,
+  AND the final pass (averaged weights, the one that gives the estimate) has every slot within
+  1 +- 0.03. Reported: how many agents meet it, the worst final per-slot |E_D[zeta] - 1|, the
+  worst over the window, the largest estimate drift over the window, and the final mean lambda
+  against 2 alpha_zeta E_D[zeta^2].
+
+Learning curves of every agent of every row (loss, E_D[zeta] overall and per slot, lambda,
+ESS share, every rating's estimate per logged step) go to ``<out>_curves.csv``.
+
+Needs the airline store, truth and target actions (``dvc repro sample_airline``) and builds
+the embedding cache where params.yaml keeps it unless ``--cache-dir`` says otherwise.
+
+    .venv/bin/python benchmarks/ope_convergence.py     # writes benchmarks/results/ope_convergence{.json,.md,_curves.csv}
+    .venv/bin/python benchmarks/ope_convergence.py --agents expert,worst,quitter \\
+        --row 'try={"lr_scale_lambda": 2.0}' --out /tmp/screen   # screening extra settings
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "src"))
+
+import enigma  # noqa: E402,F401  (offline environment)
+
+RESULTS = REPO / "benchmarks" / "results"
+SLOT_TOL, ESTIMATE_TOL = 0.03, 0.002
+# Rows: overrides on top of params.yaml's dice section.
+ROWS: dict[str, dict] = {
+    "params.yaml (current)": {},
+    # zeta divided by its mean per slot position (E_D[zeta | slot] = 1 imposed instead of learned
+    # through one lambda per slot), lr_scale_nu 4 (was 1) and lr_scale_zeta 2 (was 0.1; above about 1
+    # it no longer changes the run), up to 4000 steps with the stopping rule
+    "proposed: slot-normalised": {
+        "slot_normalise": True,
+        "lr_scale_nu": 4.0,
+        "lr_scale_zeta": 2.0,
+        "steps": 4000,
+        "stop_window": 500,
+        "stop_min_steps": 1000,
+        "stop_slot_tol": SLOT_TOL,
+        "stop_estimate_tol": ESTIMATE_TOL,
+    },
+}
+
+
+def run_agent(cfg, encoder, store, agent: str, targets) -> dict:
+    """One held-out agent, as ``EnigmaEstimator.estimate_full`` does it (timed), then the
+    saddle-point diagnostics at the final (averaged) weights (not timed)."""
+    import numpy as np
+    import torch
+
+    from enigma.ope.estimator import dice_data, pair_dialogues
+    from enigma.ope.objective import penalty, slot_values
+    from enigma.ope.padding import check_tmax
+    from enigma.ope.trainer import DiceDivergence, _Features, pick_device, train_dice
+
+    t0, c0 = time.perf_counter(), time.process_time()
+    experience = store.without_agent(agent)
+    paired = pair_dialogues(experience, targets, cfg.missing_targets, source=f"target actions of {agent}")
+    n_turns = [d.n_agent_turns for d in paired.dialogues]
+    check_tmax(n_turns, cfg.tmax, [d.dialog_id for d in paired.dialogues])
+    data = dice_data(paired)
+    prepared = encoder.prepare(paired.dialogues, max(n_turns))
+    try:
+        run = train_dice(encoder, prepared, data, cfg, progress=False, desc=agent)
+    except DiceDivergence as exc:  # a row that diverges is reported as such, not dropped
+        nan = float("nan")
+        return {
+            "estimates": {k: nan for k in data.rating_names}, "seconds": time.perf_counter() - t0,
+            "cpu_seconds": time.process_time() - c0, "steps": 0,
+            "final_slot_means": [], "final_worst_slot_dev": nan, "window_worst_slot_dev": nan,
+            "window_estimate_drift": nan, "converged": False, "diverged": str(exc), "lambda_mean": nan,
+            "lambda_weighted_mean": nan, "two_alpha_E_zeta_sq": nan, "slot_E_f_zeta": [], "ess_share": nan,
+            "window_ess_share_range": nan, "window_loss_slope_per_1000_steps": nan, "flow_term": nan, "lambda_active": not cfg.slot_normalise, "curve": [],
+        }
+    seconds, cpu_seconds = time.perf_counter() - t0, time.process_time() - c0
+
+    # zeta in every slot of every dialogue at the final weights
+    device = pick_device(cfg.device)
+    feats = _Features(encoder, prepared, len(data.dialog_ids), device, cfg)
+    with torch.no_grad():
+        logged, target = feats(None)
+        v = slot_values(
+            run.heads, logged, target, data.sample_mask.to(device), data.n_agent_turns.to(device), slot_normalise=cfg.slot_normalise
+        )
+        zeta = v.zeta.float().cpu()
+        # E[(1/Tmax) sum_t zeta_t (nu'_{t+1} - nu_t)]: 0 at a saddle point of the nu player (alpha_nu = 0)
+        flow = float((v.zeta * (v.nu_next - v.nu)).mean())
+    slot_mean = zeta.mean(0).numpy()
+    slot_sq = penalty(zeta, cfg.zeta_penalty).mean(0).numpy()  # E[f(zeta)] per slot
+    f_prime_scale = 2.0 if cfg.zeta_penalty == "square" else 1.0  # f'(x) = 2x or x
+    lam = np.broadcast_to(run.lam, slot_mean.shape)
+    # the stationarity identity: mean_t lambda_t E[zeta_t] = f'-scale * alpha * mean_t E[zeta_t^2]
+    lam_weighted = float(np.mean(lam * slot_mean))
+    lam_star = float(cfg.alpha_zeta * f_prime_scale * np.mean(zeta.numpy() ** 2))
+
+    curve = run.curve
+    last = curve[-1]["step"]
+    window = [r for r in curve if r["step"] >= last - WINDOW]
+    full_window = curve[0]["step"] <= last - WINDOW
+    slot_keys = [k for k in curve[-1] if k.startswith("zeta_slot_")]
+    est_keys = [k for k in curve[-1] if k.startswith("estimate_")]
+    window_slot_dev = max(abs(r[k] - 1) for r in window for k in slot_keys)
+    ess_range = max(r["ess_share"] for r in window) - min(r["ess_share"] for r in window)
+    # the Lagrangian's change per 1000 steps over the window: about 0 at a saddle point, steadily
+    # negative while the min player (nu, lambda) still gains, i.e. while no saddle point is reached
+    loss_slope = (window[-1]["loss"] - window[0]["loss"]) / max(window[-1]["step"] - window[0]["step"], 1) * 1000
+    drift = 0.0
+    for k in est_keys:
+        vals = [r[k] for r in window if math.isfinite(r[k])]
+        if vals:
+            drift = max(drift, max(vals) - min(vals))
+    final_slot_dev = float(np.max(np.abs(slot_mean - 1)))
+    met = bool(full_window and window_slot_dev <= SLOT_TOL and drift <= ESTIMATE_TOL and final_slot_dev <= SLOT_TOL)
+    return {
+        "estimates": {k: e["estimate"] for k, e in run.estimates.items()},
+        "seconds": seconds,
+        "cpu_seconds": cpu_seconds,
+        "steps": run.steps_run,
+        "final_slot_means": [float(x) for x in slot_mean],
+        "final_worst_slot_dev": final_slot_dev,
+        "window_worst_slot_dev": float(window_slot_dev),
+        "window_estimate_drift": float(drift),
+        "converged": met,
+        "lambda_mean": float(np.mean(lam)),
+        "lambda_weighted_mean": lam_weighted,
+        "two_alpha_E_zeta_sq": lam_star,
+        "slot_E_f_zeta": [float(x) for x in slot_sq],
+        "ess_share": float(run.ess / max(len(run.zeta_last), 1)),
+        "window_ess_share_range": float(ess_range),
+        "window_loss_slope_per_1000_steps": float(loss_slope),
+        "flow_term": flow,
+        "lambda_active": not cfg.slot_normalise and cfg.normalise,
+        "diverged": None,
+        "curve": curve,
+    }
+
+
+def main() -> None:
+    global WINDOW
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--agents", default=None, help="comma-separated held-out agents (default: all)")
+    ap.add_argument("--rows", default=None, help="comma-separated names of the built-in rows to run (default: all)")
+    ap.add_argument("--row", action="append", default=[], metavar="NAME=JSON", help="an extra row: overrides as JSON")
+    ap.add_argument("--window", type=int, default=500, help="steps over which the criterion is checked")
+    ap.add_argument("--cache-dir", default=None, help="embedding cache (default: params.yaml encode.cache.cache_dir)")
+    ap.add_argument("--out", default=str(RESULTS / "ope_convergence"))
+    args = ap.parse_args()
+    WINDOW = args.window
+
+    import numpy as np
+    import pandas as pd
+    import pyarrow.parquet as pq
+    import torch
+
+    from enigma.evaluation.correlation import score_estimator, spread_ratio
+    from enigma.ope.config import DiceConfig
+    from enigma.ope.estimator import build_encoder
+    from enigma.params import load_params
+    from enigma.store.experience import ExperienceStore
+
+    torch.set_num_threads(1)
+    load_before = f"{os.getloadavg()[0]:.1f}"
+    params = load_params(REPO / "params.yaml")
+    section = dict(params["dice"])
+    cache_dir = args.cache_dir or str(REPO / params["encode"]["cache"]["cache_dir"])
+    store = ExperienceStore.open(REPO / "data/airline/store")
+    truth = pd.read_parquet(REPO / "data/airline/truth.parquet").pivot(index="agent_id", columns="rating", values="value")
+    agents = args.agents.split(",") if args.agents else store.agents()
+    ratings = list(store.rating_names)
+    rows_to_run = {k: v for k, v in ROWS.items() if args.rows is None or k in args.rows.split(",")}
+    for spec in args.row:
+        name, _, js = spec.partition("=")
+        rows_to_run[name] = json.loads(js)
+    targets = {a: pq.read_table(REPO / f"data/airline/targets/{a}.parquet") for a in agents}
+
+    rows, curves = {}, []
+    encoder = None
+    for label, override in rows_to_run.items():
+        cfg = DiceConfig.from_section({**section, **override})
+        if encoder is None:  # one encoder (and embedding cache) for every row: same features
+            encoder = build_encoder(cfg, cache_dir)
+            # warm the embedding cache with every text first (not timed), as a study after the
+            # encode stage would find it
+            texts = set(store.turns.column("text").to_pylist())
+            for t in targets.values():
+                texts.update(x for x in t.column("text").to_pylist() if x)
+            texts = sorted(x for x in texts if x and x.strip())
+            if hasattr(encoder, "cache"):
+                encoder.cache.embed(texts)
+        per = {}
+        for a in agents:
+            per[a] = run_agent(cfg, encoder, store, a, targets[a])
+            r = per[a]
+            curves += [{"row": label, "agent": a, **c} for c in r.pop("curve")]
+            print(
+                f"{label:24s} {a:18s} truth {truth.loc[a, 'reward']:.3f} est {r['estimates']['reward']:.3f} "
+                f"steps {r['steps']:5d} {r['seconds']:5.1f}s ({r['cpu_seconds']:5.1f} cpu-s) slot dev {r['final_worst_slot_dev']:.3f}/"
+                f"{r['window_worst_slot_dev']:.3f} drift {r['window_estimate_drift']:.4f} "
+                f"lam {r['lambda_mean']:.2f} vs {r['two_alpha_E_zeta_sq']:.2f} ess {r['ess_share']:.2f} "
+                f"{'OK' if r['converged'] else '--'}",
+                flush=True,
+            )
+        estimates = pd.DataFrame({a: per[a]["estimates"] for a in agents}).T
+        score = score_estimator(label, estimates, truth.loc[agents], ratings)
+        rows[label] = {
+            "overrides": override,
+            "config": cfg.model_dump(mode="json"),
+            "seconds_per_agent": sum(p["seconds"] for p in per.values()) / len(agents),
+            "cpu_seconds_per_agent": sum(p["cpu_seconds"] for p in per.values()) / len(agents),
+            "max_seconds_per_agent": max(p["seconds"] for p in per.values()),
+            "steps_mean": sum(p["steps"] for p in per.values()) / len(agents),
+            "steps_max": max(p["steps"] for p in per.values()),
+            "agents_converged": sum(p["converged"] for p in per.values()),
+            "worst_final_slot_dev": max(p["final_worst_slot_dev"] for p in per.values()),
+            "worst_window_slot_dev": max(p["window_worst_slot_dev"] for p in per.values()),
+            "max_window_estimate_drift": max(p["window_estimate_drift"] for p in per.values()),
+            "lambda_mean_range": [min(p["lambda_mean"] for p in per.values()), max(p["lambda_mean"] for p in per.values())],
+            "max_abs_lambda_minus_star": max(abs(p["lambda_weighted_mean"] - p["two_alpha_E_zeta_sq"]) for p in per.values()),
+            "max_rel_lambda_minus_star": max(
+                abs(p["lambda_weighted_mean"] - p["two_alpha_E_zeta_sq"]) / p["two_alpha_E_zeta_sq"] for p in per.values()
+            ),
+            "lambda_active": bool(cfg.normalise and not cfg.slot_normalise),
+            "max_window_ess_share_range": max(p["window_ess_share_range"] for p in per.values()),
+            "max_abs_flow_term": max(abs(p["flow_term"]) for p in per.values()),
+            "median_flow_term": float(np.median([p["flow_term"] for p in per.values()])),
+            "loss_slope_per_1000_steps_median": float(np.median([p["window_loss_slope_per_1000_steps"] for p in per.values()])),
+            "loss_slope_per_1000_steps_max": max(p["window_loss_slope_per_1000_steps"] for p in per.values()),
+            "agents_diverged": sum(bool(p["diverged"]) for p in per.values()),
+            "mean_pearson": score.means["pearson"],
+            "mean_spearman": score.means["spearman"],
+            "per_rating": {
+                k: {s: v[s] for s in ("pearson", "pearson_ci95", "spearman", "spearman_ci95", "kendall")}
+                for k, v in score.per_rating.items()
+            },
+            "reward_spread_ratio": spread_ratio(estimates.loc[agents, "reward"], truth.loc[agents, "reward"]),
+            "per_agent": per,
+        }
+
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    cmd = ".venv/bin/python benchmarks/ope_convergence.py"
+    if args.agents:
+        cmd += f" --agents {args.agents}"
+    if args.rows:
+        cmd += f" --rows '{args.rows}'"
+    cmd += "".join(f" --row '{r}'" for r in args.row)
+    if args.window != 500:
+        cmd += f" --window {args.window}"
+    result = {
+        "what": "airline leave-one-agent-out: ENIGMA DICE convergence to the saddle point, params.yaml dice section vs proposed overrides",
+        "reproduce": cmd,
+        "criterion": {
+            "window_steps": WINDOW,
+            "slot_tol": SLOT_TOL,
+            "estimate_tol": ESTIMATE_TOL,
+            "rule": "every slot's E_D[zeta] within 1 +- slot_tol at every logged step of the last window_steps and in the "
+            "final (averaged-weights) pass; no rating's estimate moves more than estimate_tol over the window",
+        },
+        "agents": agents,
+        "torch_threads": torch.get_num_threads(),
+        "load_average_before_after": [float(load_before), os.getloadavg()[0]],
+        "truth": {a: truth.loc[a].to_dict() for a in agents},
+        "rows": rows,
+    }
+    cdf = pd.DataFrame(curves)
+    cdf.to_csv(out.parent / (out.name + "_curves.csv"), index=False, float_format="%.5g")
+    out.with_suffix(".json").write_text(json.dumps(result, indent=1, default=float))
+
+    ci = lambda v: f"[{v[0]:.3f}, {v[1]:.3f}]" if v and v[0] is not None else "[n/a]"  # noqa: E731
+    lines = [
+        "# ENIGMA on the airline benchmark: does the DICE optimisation converge?",
+        "",
+        f"`{cmd}` ({len(agents)} held-out agents, one process, torch threads 1; other settings: params.yaml `dice`).",
+        f"Machine: {platform.platform()}, {os.cpu_count()} cores shared with other work (load average {load_before} before,",
+        f"{os.getloadavg()[0]:.1f} after): wall seconds depend on that load; the CPU-seconds of this process are steadier.",
+        "",
+        f"Converged: over the last {WINDOW} steps every slot's E_D[zeta] (all {rows[next(iter(rows))]['config']['tmax']} slot",
+        f"positions, logged and pseudo) within 1 ± {SLOT_TOL} and no rating's estimate moving more than {ESTIMATE_TOL}, and",
+        "the final pass (averaged weights) with every slot within 1 ± 0.03. λ check (our sign: λ(ζ−1); the reference's",
+        "λ* = −2α E[ζ²] is the authors' λ(1−ζ)): at the saddle point mean_t λ_t E[ζ_t] = 2α_ζ E_D[ζ²] and the flow term",
+        "E[(1/Tmax) Σ_t ζ_t (ν′_{t+1} − ν_t)] is 0. With `slot_normalise` ζ is divided by its mean per slot position, so the",
+        "slot part of the criterion holds by construction and λ gets no gradient (n/a); the evidence of convergence is",
+        "then the estimates' drift and the ESS share's range over the window.",
+        "Learning curves of every agent and row: `" + out.name + "_curves.csv`.",
+        *([f"Embedding cache: `{args.cache_dir}` (same model and settings as params.yaml's `encode.cache`)."] if args.cache_dir else []),
+        "",
+        "| row | overrides | reward Pearson [95% CI] | reward Spearman [95% CI] | mean Pearson | mean Spearman | s/agent (CPU-s) [max] | steps (mean / max) | converged | worst final slot \\|ζ̄−1\\| | worst window slot \\|ζ̄−1\\| | max estimate drift | max ESS-share range | max \\|λ̄−2αE[ζ²]\\| / 2αE[ζ²] | flow term (median) | loss slope per 1000 steps (median / max) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for label, r in rows.items():
+        rw = r["per_rating"]["reward"]
+        ov = ", ".join(f"{k}={v}" for k, v in r["overrides"].items()) or "none"
+        lines.append(
+            f"| {label} | {ov} | {rw['pearson']:.3f} {ci(rw['pearson_ci95'])} | {rw['spearman']:.3f} {ci(rw['spearman_ci95'])} | "
+            f"{r['mean_pearson']:.3f} | {r['mean_spearman']:.3f} | {r['seconds_per_agent']:.1f} ({r['cpu_seconds_per_agent']:.1f}) "
+            f"[{r['max_seconds_per_agent']:.1f}] | "
+            f"{r['steps_mean']:.0f} / {r['steps_max']} | {r['agents_converged']}/{len(agents)} | {r['worst_final_slot_dev']:.3f} | "
+            f"{r['worst_window_slot_dev']:.3f} | {r['max_window_estimate_drift']:.4f} | {r['max_window_ess_share_range']:.3f} | "
+            f"{(format(r['max_rel_lambda_minus_star'], '.3f') if r['lambda_active'] else 'n/a')} | {r['median_flow_term']:.3g} | "
+            f"{r['loss_slope_per_1000_steps_median']:.2f} / {r['loss_slope_per_1000_steps_max']:.2f} |"
+        )
+    lines += ["", "Per agent (reward estimate, steps, worst final slot \\|ζ̄−1\\|, largest estimate drift over the window, mean_t λ_t E[ζ_t] vs 2αE[ζ²]):", ""]
+    labels = list(rows)
+    lines.append("| agent | truth | " + " | ".join(labels) + " |")
+    lines.append("|---|---|" + "---|" * len(labels))
+    for a in agents:
+        cells = []
+        for label in labels:
+            p = rows[label]["per_agent"][a]
+            cells.append(
+                f"{p['estimates']['reward']:.3f}, {p['steps']} st, {p['final_worst_slot_dev']:.3f}, {p['window_estimate_drift']:.4f}, "
+                + (f"λ̄ {p['lambda_weighted_mean']:.2f} vs {p['two_alpha_E_zeta_sq']:.2f}" if p["lambda_active"] else "λ n/a")
+                + ("" if p["converged"] else " (not converged)")
+            )
+        lines.append(f"| {a} | {truth.loc[a, 'reward']:.3f} | " + " | ".join(cells) + " |")
+    lines += ["", *NOTES]
+    out.with_suffix(".md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines[:14 + len(rows)]))
+
+
+WINDOW = 500
+NOTES = [
+    "## Why no row reaches a saddle point on text features",
+    "",
+    "For fixed zeta the Lagrangian is linear in nu and lambda, so the min player drives it to minus infinity",
+    "unless zeta meets every constraint exactly: E_D[zeta_t] = 1 for each lambda_t and, for every direction of",
+    "the nu class, E[sum_t zeta_t (phi'_{t+1} - phi_t)] = 0. With one-hot features (the tabular problem) the",
+    "zeta class holds the true ratio and all of them can hold. With linear heads on 32 PCA dimensions plus",
+    "15 agreement features, the zeta head (48 weights, squared, plus the pseudo-slot scalars) must meet the",
+    "48 flow constraints of the nu head AND one mean constraint per slot position that holds real turns: in",
+    "general no zeta of the class meets them all, no saddle point exists, and nu and lambda drift for ever.",
+    "The loss slope column shows it: the Lagrangian still falls steadily at the end of every row, current",
+    "and proposed. In the current row lambda still rises at step 1000; in a probe on `worst` with",
+    "`lr_scale_lambda` 1, slots 3-12 reached 1 but slots 0-2, 13 and 14 stayed at 0.35-0.95 while lambda",
+    "kept rising until the run overflowed at step 1000 (one lambda for all slots overflowed too, at step",
+    "1800-2000). Dividing zeta by its mean per slot (`slot_normalise`) imposes the per-slot masses instead of",
+    "bargaining for them, so the slot part holds and the estimates settle (24/27 agents), but nu still runs",
+    "off (flow term and loss slope); a probe on `worst` without the agreement features showed the same",
+    "steady fall of the loss, so the agreement block is not the only cause. `alpha_nu` > 0 bounds nu (a",
+    "finite saddle point) at the price of a pull towards the logged mean. Measured with this script (same",
+    "data, one process, 27 agents): adding `alpha_nu: 0.0005` to the proposed row gave reward Pearson 0.918,",
+    "20/27 agents meeting the criterion, 14.1 s/agent, loss slope still -3.1 per 1000 steps (median): no",
+    "better (`--rows 'params.yaml (current)' --row 'an={...the proposed overrides..., \"alpha_nu\": 0.0005}'`).",
+    "On six slow agents `alpha_nu` 0.01 and 0.05 still missed the criterion on one agent each and pulled the",
+    "low agents' estimates up by 0.1-0.4 (worst: 0.64 and 0.70 against a truth of 0.33).",
+    "",
+    "## Cost beyond airline",
+    "",
+    "A training step costs about 0.45 s per 100 steps here; `benchmarks/results/ope_speed.md` measured",
+    "0.9-1.7 s per 100 steps on See 2019 (3,174 dialogues, longer ones). An agent that runs the proposed row's",
+    "full 4000 steps would there cost about 37-70 s, over the 30 s target, and the mean (about 2,500",
+    "steps here) about 23-43 s: measure with `benchmarks/ope_speed.py` before adopting the row for See 2019,",
+    "or cap `steps` lower there (agents that stop later then miss the criterion).",
+]
+
+if __name__ == "__main__":
+    main()
