@@ -41,6 +41,11 @@ ROWS: dict[str, dict] = {
     # the first measurements of this script (same machine, same day): the 1552-d features with
     # 64-unit heads cost 2.56 s per full-batch step (3000 steps: about 2 hours), and lr 2 on
     # unwhitened PCA-64 features with 32-unit heads diverged at step 750 (0.18 s per step).
+    # the best row of benchmarks/ope_convergence.py (airline: 24/27 agents meet the stopping rule,
+    # 12 s/agent): what it costs on See 2019's larger data, where the budget is 30 s per agent
+    "slot-normalised, nu x4, zeta x2, up to 4000 steps with the stopping rule": {
+        "slot_normalise": True, "lr_scale_nu": 4.0, "lr_scale_zeta": 2.0, "steps": 4000,
+        "stop_window": 500, "stop_min_steps": 1000},
 }
 
 
