@@ -200,8 +200,6 @@ def _headline_metrics(summary: dict) -> dict[str, float]:
 
 
 def _agent_results(rows: list[dict], summary: dict, results_dirs: list) -> list[dict]:
-    import pandas as pd
-
     from enigma.evaluation.loao import read_curves
     from enigma.tracking import results_from_rows
 
@@ -211,8 +209,7 @@ def _agent_results(rows: list[dict], summary: dict, results_dirs: list) -> list[
         for r, cell in per.items()
         if isinstance(cell, dict) and cell.get("truth") is not None
     }
-    curves = [c for c in (read_curves(d) for d in results_dirs) if c is not None]
-    return [r.to_dict() for r in results_from_rows(rows, truth, pd.concat(curves, ignore_index=True) if curves else None)]
+    return [r.to_dict() for r in results_from_rows(rows, truth, read_curves(results_dirs))]
 
 
 def main(argv: list[str] | None = None) -> int:

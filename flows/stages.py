@@ -27,13 +27,19 @@ from enigma.params import DEFAULT_PARAMS, ParamsError, load_params
 from enigma.store.experience import StoreError
 
 
-def _agents(b, store_dir: str) -> list[str]:
+def _agents(b, say: bool = True) -> list[str]:
     from flows.evaluate import heldout_agents
 
-    agents, left_out = heldout_agents(b, store_dir)
-    if left_out:
+    agents, left_out = heldout_agents(b, str(b.store))
+    if left_out and say:
         print(f"experience only (not held out: no rollouts to act them): {', '.join(left_out)}")
     return agents
+
+
+def _full(b, benchmark: str, params_path: str):
+    if b.full is None:
+        raise ValueError(f"{params_path}: pipeline.benchmarks.{benchmark} has no 'full' section (estimators, results_dir, report_dir)")
+    return b.full
 
 
 def rollouts(benchmark: str, params_path: str) -> None:
@@ -78,7 +84,7 @@ def sample(benchmark: str, params_path: str) -> None:
         return
     params = load_params(params_path)
     store_digest = digest(store)
-    for a in tqdm(_agents(b, store), desc=f"{benchmark}: target actions", unit="agent"):
+    for a in tqdm(_agents(b), desc=f"{benchmark}: target actions", unit="agent"):
         sample_targets.fn(
             store,
             store_digest,
@@ -103,7 +109,7 @@ def _train_one(name: str, benchmark: str, params_path: str, results_dir: str, ba
 
     b = benchmark_config(benchmark, params_path)
     store = ExperienceStore.open(b.store)
-    agents, _ = _heldout(b)
+    agents = _agents(b, say=False)
     labels = {Regime.REPLIES_AT_LOGGED_STATES.value: b.note} if b.note else {}
     rollouts = ExperienceStore.open(b.rollouts) if b.rollouts else None
     est = build_estimator(name, params_path)  # one per estimator: its encoder is reused
@@ -127,12 +133,6 @@ def _train_one(name: str, benchmark: str, params_path: str, results_dir: str, ba
         tqdm.write(f"{est.name} / {a}: {time.perf_counter() - t0:.1f}s")
         sys.stdout.flush()
     return failures
-
-
-def _heldout(b) -> tuple[list[str], list[str]]:
-    from flows.evaluate import heldout_agents
-
-    return heldout_agents(b, str(b.store))
 
 
 def _one_torch_thread() -> None:
@@ -188,13 +188,9 @@ def train(benchmark: str, params_path: str, full: bool = False) -> None:
     from flows.evaluate import benchmark_config
 
     b = benchmark_config(benchmark, params_path)
-    if full and b.full is None:
-        raise ValueError(f"{params_path}: pipeline.benchmarks.{benchmark} has no 'full' section (estimators, results_dir, report_dir)")
-    names = list(b.full.estimators) if full else list(b.estimators)
+    names = list(_full(b, benchmark, params_path).estimators) if full else list(b.estimators)
     results_dir = str(b.full.results_dir if full else b.results_dir)
-    agents, left_out = _heldout(b)
-    if left_out:
-        print(f"experience only (not held out: no rollouts to act them): {', '.join(left_out)}")
+    agents = _agents(b)
     workers = min(pipeline_config(params_path).max_workers, len(names))
     t0 = time.perf_counter()
     if workers <= 1:
@@ -221,8 +217,8 @@ def report(benchmark: str, params_path: str, track: bool = True, full: bool = Fa
 
     params = load_params(params_path)
     b = benchmark_config(benchmark, params_path)
-    if full and b.full is None:
-        raise ValueError(f"{params_path}: pipeline.benchmarks.{benchmark} has no 'full' section (estimators, results_dir, report_dir)")
+    if full:
+        _full(b, benchmark, params_path)
     # the full report: the main run's results and the slow estimators' side by side
     results_dirs = [b.results_dir, b.full.results_dir] if full else [b.results_dir]
     report_dir = b.full.report_dir if full else b.report_dir

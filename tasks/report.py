@@ -34,7 +34,5 @@ def write_report(
     # ENIGMA without post-normalisation: from the same run's unnormalised estimates, not retrained
     results = with_unnormalised(results, (cfg.enigma_estimator,))
     truth = read_truth(truth_path) if truth_path else truth_from_store(ExperienceStore.open(store_dir))
-    dirs = [results_dir] if isinstance(results_dir, str) else list(results_dir or [])
-    found = [c for c in (read_curves(d) for d in dirs) if c is not None]
-    curves = pd.concat(found, ignore_index=True) if found else None
+    curves = read_curves(results_dir) if results_dir else None
     return _write(results, truth, benchmark, out_dir, cfg, curves=curves)

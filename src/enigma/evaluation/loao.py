@@ -501,8 +501,11 @@ def read_results(path: str | Path) -> pd.DataFrame:
     return check_results(df, str(path))
 
 
-def read_curves(results_dir: str | Path) -> pd.DataFrame | None:
-    files = sorted(Path(results_dir).glob("*/*.curve.parquet"))
+def read_curves(results_dir: str | Path | Sequence[str | Path]) -> pd.DataFrame | None:
+    """The learning curves of a results directory, or of several (e.g. a benchmark's main and
+    full runs) in one table; None when there are none."""
+    dirs = [results_dir] if isinstance(results_dir, (str, Path)) else list(results_dir)
+    files = [f for d in dirs for f in sorted(Path(d).glob("*/*.curve.parquet"))]
     return pd.concat([pd.read_parquet(f) for f in files], ignore_index=True) if files else None
 
 
