@@ -34,10 +34,12 @@ class DiceConfig(BaseModel):
 
     # ---- solver -------------------------------------------------------------------------
     # gda: gradient descent-ascent on every player (any encoder, the paper's way); exact_nu:
-    # nu (linear in fixed features, alpha_nu > 0) solved in closed form at every zeta and F(zeta)
-    # minimised by L-BFGS to a gradient tolerance (enigma/ope/exact_nu.py)
+    # nu (linear in fixed features, alpha_nu > 0) solved in closed form at every zeta, F(zeta)
+    # minimised by Newton steps under the lambda constraints (method of multipliers) to a
+    # gradient and a constraint tolerance (enigma/ope/exact_nu.py)
     solver: Literal["gda", "exact_nu"] = "gda"
-    solver_tol: float = Field(1e-5, gt=0, description="exact_nu: converged when every |dF/dparam| is below this")
+    solver_tol: float = Field(1e-6, gt=0, description="exact_nu: inner problems solved when every |d(4 alpha_nu A)/dparam| is below this")
+    constraint_tol: float = Field(1e-6, gt=0, description="exact_nu: converged when every E_D[zeta | slot] is within 1 +- this")
 
     # ---- optimiser ----------------------------------------------------------------------
     optimizer: Literal["adamw", "sgd"] = "adamw"
@@ -92,7 +94,7 @@ class DiceConfig(BaseModel):
             needs = {
                 "alpha_nu > 0 (without a penalty on nu its minimum is -inf off the flow constraints)": self.alpha_nu > 0,
                 "head_hidden: 0 (nu linear in the features)": self.head_hidden == 0,
-                "slot_normalise: true (it replaces lambda)": self.slot_normalise,
+                "slot_normalise: false (it meets the slot constraints through lambda itself)": not self.slot_normalise,
                 "batch_size: null (it uses every dialogue at each iteration)": self.batch_size is None,
             }
             missing = [k for k, ok in needs.items() if not ok]
@@ -152,12 +154,12 @@ DEFAULT: dict[str, Any] = dict(
 )
 
 # The same regularised Lagrangian with alpha_nu > 0, nu solved in closed form at every zeta and
-# zeta normalised per slot (enigma/ope/exact_nu.py): a minimisation that converges to a gradient
-# tolerance. alpha_nu 1e-4 reproduces the tabular problem's certainty-equivalence value to 3e-4
-# (tests/ope/test_ope_exact_nu.py); text features need a larger one (params.yaml).
+# one lambda per slot met by the method of multipliers (enigma/ope/exact_nu.py): a minimisation
+# that converges to a gradient and a constraint tolerance. alpha_nu 1e-4 reproduces the tabular
+# problem's certainty-equivalence value (tests/ope/test_ope_exact_nu.py).
 EXACT_NU: dict[str, Any] = dict(
     solver="exact_nu", alpha_zeta=1.0, zeta_penalty="square", alpha_nu=1e-4, alpha_r=0.0, normalise=True,
-    slot_normalise=True, lambda_per_slot=False, zeta_activation="square", head_hidden=0, batch_size=None,
+    slot_normalise=False, lambda_per_slot=True, zeta_activation="square", head_hidden=0, batch_size=None,
     steps=3000, log_every=25, average_last=0.0,
 )
 
