@@ -34,18 +34,23 @@ RESULTS = REPO / "benchmarks" / "results"
 
 # name -> overrides of the params.yaml dice section
 ROWS: dict[str, dict] = {
-    # params.yaml as committed for text (whitened PCA to 32 dims, linear heads, lr 0.5).
-    "params.yaml dice": {},
-    "PCA 32, hidden 16, lr 0.5, 1000 steps": {"head_hidden": 16, "steps": 1000},
-    "PCA 32, hidden 16, lr 0.5, 1000 steps, zeta normalised per slot": {"head_hidden": 16, "steps": 1000, "slot_normalise": True},
+    # params.yaml as committed for text until exact_nu became the default (whitened PCA to 32
+    # dims, linear heads, gradient descent-ascent with lr 0.5)
+    "params.yaml dice": {"preset": "default", "alpha_nu": 0.0, "lr": 0.5, "lr_scale_lambda": 0.25, "steps": 1000, "log_every": 100},
+    "PCA 32, hidden 16, lr 0.5, 1000 steps": {"preset": "default", "alpha_nu": 0.0, "lr": 0.5, "lr_scale_lambda": 0.25, "log_every": 100, "head_hidden": 16, "steps": 1000},
+    "PCA 32, hidden 16, lr 0.5, 1000 steps, zeta normalised per slot": {"preset": "default", "alpha_nu": 0.0, "lr": 0.5, "lr_scale_lambda": 0.25, "log_every": 100, "head_hidden": 16, "steps": 1000, "slot_normalise": True},
     # the first measurements of this script (same machine, same day): the 1552-d features with
     # 64-unit heads cost 2.56 s per full-batch step (3000 steps: about 2 hours), and lr 2 on
     # unwhitened PCA-64 features with 32-unit heads diverged at step 750 (0.18 s per step).
     # the best row of benchmarks/ope_convergence.py (airline: 24/27 agents meet the stopping rule,
     # 12 s/agent): what it costs on See 2019's larger data, where the budget is 30 s per agent
     "slot-normalised, nu x4, zeta x2, up to 4000 steps with the stopping rule": {
+        "preset": "default", "alpha_nu": 0.0, "lr": 0.5, "lr_scale_lambda": 0.25, "log_every": 100,
         "slot_normalise": True, "lr_scale_nu": 4.0, "lr_scale_zeta": 2.0, "steps": 4000,
         "stop_window": 500, "stop_min_steps": 1000},
+    # nu solved in closed form, zeta by Newton steps under the slot constraints (enigma/ope/exact_nu.py),
+    # the alpha_nu chosen on airline (benchmarks/results/ope_convergence_exact_nu.md)
+    "exact_nu (params.yaml now)": {},
 }
 
 
@@ -139,7 +144,8 @@ def main() -> None:
         if res is not None:
             d = res.diagnostics["all"]
             row.update(steps_run=d["steps"], s_per_100_steps=round(100 * dt / d["steps"], 2), ess_share=round(d["ess_share"], 3), slot_zeta_mean=[round(x, 3) for x in d["slot_zeta_mean"]],
-                       estimates={r: round(e["estimate"], 4) for r, e in res.estimates.items()})
+                       estimates={r: round(e["estimate"], 4) for r, e in res.estimates.items()},
+                       **({"converged": d["converged"], "grad_max": d["grad_max"], "mass_gap_max": d["mass_gap_max"]} if "converged" in d else {}))
         out["rows"].append(row)
         print(json.dumps(row), flush=True)
 
@@ -153,11 +159,11 @@ def main() -> None:
         f"CUDA: {torch.cuda.is_available()}. Encoder cache pass (cold or warm, see json): {cache_build_s:.1f} s.",
         "Target: under 30 s per held-out agent once the cache is built. Reproduce: `.venv/bin/python benchmarks/ope_speed.py`.",
         "",
-        "| config | seconds | s per 100 steps | status | ESS share | E_D[zeta] per slot |",
-        "|---|---|---|---|---|---|",
+        "| config | seconds | steps (Newton iterations for exact_nu) | s per 100 steps | status | converged (exact_nu) | ESS share | E_D[zeta] per slot |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for r in out["rows"]:
-        lines.append(f"| {r['config']} | {r['seconds']} | {r.get('s_per_100_steps', '')} | {r['status'][:80]} | {r.get('ess_share', '')} | {r.get('slot_zeta_mean', '')} |")
+        lines.append(f"| {r['config']} | {r['seconds']} | {r.get('steps_run', '')} | {r.get('s_per_100_steps', '')} | {r['status'][:80]} | {r.get('converged', 'n/a')} | {r.get('ess_share', '')} | {r.get('slot_zeta_mean', '')} |")
     (RESULTS / f"{args.tag}.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 

@@ -32,6 +32,15 @@ class DiceConfig(BaseModel):
     head_hidden: int = Field(64, ge=0, description="hidden width of the GELU MLP heads; 0 = linear")
     project_dim: int | None = Field(None, ge=1, description="frozen encoders: fixed whitened PCA to this many dims before the heads")
 
+    # ---- solver -------------------------------------------------------------------------
+    # gda: gradient descent-ascent on every player (any encoder, the paper's way); exact_nu:
+    # nu (linear in fixed features, alpha_nu > 0) solved in closed form at every zeta, F(zeta)
+    # minimised by Newton steps under the lambda constraints (method of multipliers) to a
+    # gradient and a constraint tolerance (enigma/ope/exact_nu.py)
+    solver: Literal["gda", "exact_nu"] = "gda"
+    solver_tol: float = Field(1e-6, gt=0, description="exact_nu: inner problems solved when every |d(4 alpha_nu A)/dparam| is below this")
+    constraint_tol: float = Field(1e-6, gt=0, description="exact_nu: converged when every E_D[zeta | slot] is within 1 +- this")
+
     # ---- optimiser ----------------------------------------------------------------------
     optimizer: Literal["adamw", "sgd"] = "adamw"
     optimistic: bool = False  # feed 2 g_t - g_{t-1} to the optimiser (optimistic GDA)
@@ -81,6 +90,16 @@ class DiceConfig(BaseModel):
     def _check(self) -> "DiceConfig":
         if self.zeta_collapse >= self.zeta_explode:
             raise ValueError("zeta_collapse must be below zeta_explode")
+        if self.solver == "exact_nu":
+            needs = {
+                "alpha_nu > 0 (without a penalty on nu its minimum is -inf off the flow constraints)": self.alpha_nu > 0,
+                "head_hidden: 0 (nu linear in the features)": self.head_hidden == 0,
+                "slot_normalise: false (it meets the slot constraints through lambda itself)": not self.slot_normalise,
+                "batch_size: null (it uses every dialogue at each iteration)": self.batch_size is None,
+            }
+            missing = [k for k, ok in needs.items() if not ok]
+            if missing:
+                raise ValueError("solver exact_nu needs " + "; ".join(missing))
         if self.warmup_steps >= self.steps and self.schedule == "inverse_sqrt":
             raise ValueError(f"warmup_steps ({self.warmup_steps}) must be below steps ({self.steps})")
         return self
@@ -134,8 +153,19 @@ DEFAULT: dict[str, Any] = dict(
     schedule="constant", warmup_steps=0, weight_decay=0.0, clip_norm=None, average_last=0.2,
 )
 
+# The same regularised Lagrangian with alpha_nu > 0, nu solved in closed form at every zeta and
+# one lambda per slot met by the method of multipliers (enigma/ope/exact_nu.py): a minimisation
+# that converges to a gradient and a constraint tolerance. alpha_nu 1e-4 reproduces the tabular
+# problem's certainty-equivalence value (tests/ope/test_ope_exact_nu.py).
+EXACT_NU: dict[str, Any] = dict(
+    solver="exact_nu", alpha_zeta=1.0, zeta_penalty="square", alpha_nu=1e-4, alpha_r=0.0, normalise=True,
+    slot_normalise=False, lambda_per_slot=True, zeta_activation="square", head_hidden=0, batch_size=None,
+    steps=3000, log_every=25, average_last=0.0,
+)
+
 PRESETS: dict[str, dict[str, Any]] = {
     "default": DEFAULT,
+    "exact_nu": EXACT_NU,
     "paper": PAPER,
     "dualdice": DUALDICE,
     "gendice": GENDICE,

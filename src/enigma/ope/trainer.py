@@ -68,6 +68,7 @@ class DiceRun:
     steps_run: int
     curve: list[dict[str, Any]] = field(default_factory=list)  # the learning-curve table
     heads: DiceHeads | None = None
+    solver: dict[str, Any] = field(default_factory=dict)  # exact_nu: iterations, final gradient, converged
 
     def diagnostics(self) -> dict[str, Any]:
         return {
@@ -78,6 +79,7 @@ class DiceRun:
             "lambda": [float(x) for x in self.lam],
             "nu_pad_minus_slot0": [float(x - self.nu_pad[0]) for x in self.nu_pad],
             "steps": self.steps_run,
+            **self.solver,
         }
 
 
@@ -214,6 +216,8 @@ def train_dice(
     encoder = encoder.to(device)
     feats = _Features(encoder, prepared, n, device, cfg)
     heads = DiceHeads(feats.dim, cfg.head_hidden, cfg.tmax, cfg.zeta_activation, cfg.lambda_per_slot).to(device)
+    if cfg.solver == "exact_nu":
+        return _train_exact_nu(heads, feats, data, cfg, reward_index, progress, desc)
 
     groups = [
         {"params": heads.zeta_parameters(), "lr": cfg.lr * cfg.lr_scale_zeta},
@@ -312,6 +316,37 @@ def train_dice(
         steps_run=step + 1,
         curve=curve,
         heads=final_heads,
+    )
+
+
+def _train_exact_nu(
+    heads: DiceHeads, feats: _Features, data: DiceData, cfg: DiceConfig, reward_index: int | None, progress: bool, desc: str
+) -> DiceRun:
+    from enigma.ope.exact_nu import solve_exact_nu
+
+    if feats.cache is None:
+        raise ValueError(
+            "dice.solver exact_nu needs fixed features (encoder onehot, or frozen without a trainable "
+            "projection); a fine-tuned encoder trains through nu: use solver gda"
+        )
+    logged, target = feats(None)
+    heads, curve, summary = solve_exact_nu(heads, logged, target, data, cfg, reward_index=reward_index, progress=progress, desc=desc)
+    ev = evaluate(heads, feats, data, cfg)
+    if not np.all(np.isfinite(ev["zeta_last"])):
+        raise DiceDivergence("final pass: zeta is not finite")
+    if ev["zeta_mean"] < cfg.zeta_collapse:
+        raise DiceDivergence(f"final pass: E_D[zeta] = {ev['zeta_mean']:.3g} collapsed below {cfg.zeta_collapse}")
+    return DiceRun(
+        estimates=rating_estimates(ev["zeta_last"], data.rewards, data.rating_names),
+        zeta_last=ev["zeta_last"],
+        slot_means=ev["slot_means"],
+        lam=heads.lam.detach().cpu().numpy(),
+        nu_pad=heads.nu_pad.detach().cpu().numpy(),
+        ess=effective_sample_size(ev["zeta_last"]),
+        steps_run=summary["iterations"],
+        curve=curve,
+        heads=heads,
+        solver=summary,
     )
 
 
