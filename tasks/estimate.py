@@ -17,6 +17,7 @@ from tasks._common import CACHED
 ESTIMATORS = {
     "enigma": "tasks.estimate:enigma_from_params",
     "enigma-random-encoder": "tasks.estimate:enigma_random_encoder_from_params",
+    "enigma-gda": "tasks.estimate:enigma_gda_from_params",
     "experience-mean": "enigma.comparators.baselines:ExperienceMean",
 }
 
@@ -42,6 +43,23 @@ def enigma_random_encoder_from_params(params_path: str = "params.yaml"):
         raise ValueError(f"{params_path}: enigma-random-encoder needs a text encoder (dice.encoder frozen or finetune), not onehot")
     model = f"random:{est.config.encoder_model}:{est.config.seed}"
     est.config = est.config.model_copy(update={"encoder_model": model})
+    return est
+
+
+def enigma_gda_from_params(params_path: str = "params.yaml"):
+    """ENIGMA solved by gradient descent-ascent as the default was before ``exact_nu``: the
+    ``dice`` section with the ``dice_gda`` section's overrides on top, so that a report shows
+    the converged solver and the old one side by side, paired, on the same features."""
+    from enigma.ope.config import DiceConfig
+    from enigma.ope.estimator import EnigmaEstimator
+    from enigma.params import ParamsError, load_params
+
+    params = load_params(params_path)
+    est = EnigmaEstimator.from_params(params_path, progress=False, name="enigma-gda")
+    try:
+        est.config = DiceConfig.from_section({**(params.get("dice") or {}), **(params.get("dice_gda") or {})})
+    except ValueError as exc:
+        raise ParamsError(f"{params_path}: sections 'dice' + 'dice_gda': {exc}") from exc
     return est
 
 

@@ -48,3 +48,14 @@ def test_enigma_random_encoder_is_enigma_with_the_random_model():
     assert ablation.name == "enigma-random-encoder"
     assert ablation.config.encoder_model == f"random:{enigma.config.encoder_model}:{enigma.config.seed}"
     assert ablation.config.model_copy(update={"encoder_model": enigma.config.encoder_model}) == enigma.config
+
+
+def test_enigma_gda_is_enigma_solved_by_gradient_descent_ascent():
+    from tasks.estimate import build_estimator
+
+    enigma, gda = build_estimator("enigma"), build_estimator("enigma-gda")
+    assert gda.name == "enigma-gda" and gda.config.solver == "gda" and enigma.config.solver == "exact_nu"
+    # the same features: only the solver's settings differ
+    for field in ("tmax", "encoder", "encoder_model", "project_dim", "head_hidden", "agreement", "seed"):
+        assert getattr(gda.config, field) == getattr(enigma.config, field), field
+    assert gda.fingerprint() != enigma.fingerprint()
