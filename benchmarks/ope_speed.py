@@ -36,7 +36,7 @@ RESULTS = REPO / "benchmarks" / "results"
 ROWS: dict[str, dict] = {
     # params.yaml as committed for text until exact_nu became the default (whitened PCA to 32
     # dims, linear heads, gradient descent-ascent with lr 0.5)
-    "params.yaml dice": {"preset": "default", "alpha_nu": 0.0, "lr": 0.5, "lr_scale_lambda": 0.25, "steps": 1000, "log_every": 100},
+    "gradient descent-ascent (params.yaml until exact_nu)": {"preset": "default", "alpha_nu": 0.0, "lr": 0.5, "lr_scale_lambda": 0.25, "steps": 1000, "log_every": 100},
     "PCA 32, hidden 16, lr 0.5, 1000 steps": {"preset": "default", "alpha_nu": 0.0, "lr": 0.5, "lr_scale_lambda": 0.25, "log_every": 100, "head_hidden": 16, "steps": 1000},
     "PCA 32, hidden 16, lr 0.5, 1000 steps, zeta normalised per slot": {"preset": "default", "alpha_nu": 0.0, "lr": 0.5, "lr_scale_lambda": 0.25, "log_every": 100, "head_hidden": 16, "steps": 1000, "slot_normalise": True},
     # the first measurements of this script (same machine, same day): the 1552-d features with
