@@ -301,7 +301,15 @@ def train_dice(
             averager.load_into([final_heads])
     else:
         final_heads = heads
-    ev = evaluate(final_heads, feats, data, cfg)
+    return _final_run(final_heads, feats, data, cfg, step + 1, curve)
+
+
+def _final_run(
+    heads: DiceHeads, feats: _Features, data: DiceData, cfg: DiceConfig, steps_run: int, curve: list[dict[str, Any]],
+    solver: dict[str, Any] | None = None,
+) -> DiceRun:
+    """The final pass over all dialogues at the final weights, guarded, as a ``DiceRun``."""
+    ev = evaluate(heads, feats, data, cfg)
     if not np.all(np.isfinite(ev["zeta_last"])):
         raise DiceDivergence("final pass: zeta is not finite")
     if ev["zeta_mean"] < cfg.zeta_collapse:
@@ -310,12 +318,13 @@ def train_dice(
         estimates=rating_estimates(ev["zeta_last"], data.rewards, data.rating_names),
         zeta_last=ev["zeta_last"],
         slot_means=ev["slot_means"],
-        lam=final_heads.lam.detach().float().cpu().numpy(),
-        nu_pad=final_heads.nu_pad.detach().float().cpu().numpy(),
+        lam=heads.lam.detach().float().cpu().numpy(),
+        nu_pad=heads.nu_pad.detach().float().cpu().numpy(),
         ess=effective_sample_size(ev["zeta_last"]),
-        steps_run=step + 1,
+        steps_run=steps_run,
         curve=curve,
-        heads=final_heads,
+        heads=heads,
+        solver=solver or {},
     )
 
 
@@ -331,23 +340,7 @@ def _train_exact_nu(
         )
     logged, target = feats(None)
     heads, curve, summary = solve_exact_nu(heads, logged, target, data, cfg, reward_index=reward_index, progress=progress, desc=desc)
-    ev = evaluate(heads, feats, data, cfg)
-    if not np.all(np.isfinite(ev["zeta_last"])):
-        raise DiceDivergence("final pass: zeta is not finite")
-    if ev["zeta_mean"] < cfg.zeta_collapse:
-        raise DiceDivergence(f"final pass: E_D[zeta] = {ev['zeta_mean']:.3g} collapsed below {cfg.zeta_collapse}")
-    return DiceRun(
-        estimates=rating_estimates(ev["zeta_last"], data.rewards, data.rating_names),
-        zeta_last=ev["zeta_last"],
-        slot_means=ev["slot_means"],
-        lam=heads.lam.detach().cpu().numpy(),
-        nu_pad=heads.nu_pad.detach().cpu().numpy(),
-        ess=effective_sample_size(ev["zeta_last"]),
-        steps_run=summary["iterations"],
-        curve=curve,
-        heads=heads,
-        solver=summary,
-    )
+    return _final_run(heads, feats, data, cfg, summary["iterations"], curve, summary)
 
 
 def _diagnostics_row(step: int, loss: float, heads: DiceHeads, feats: _Features, data: DiceData, cfg: DiceConfig) -> dict[str, Any]:
