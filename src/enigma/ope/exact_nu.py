@@ -96,6 +96,13 @@ class ZetaProblem:
 
     def __init__(self, logged: torch.Tensor, target: torch.Tensor, data: Any, cfg: DiceConfig, reward_index: int | None = None):
         self.cfg = cfg
+        self.feature_dim = logged.shape[-1]
+        self.n_params = self.feature_dim + 1 + cfg.tmax
+        if self.n_params > MAX_PARAMS:
+            raise ValueError(
+                f"solver exact_nu takes Newton steps on zeta's {self.n_params} parameters (at most {MAX_PARAMS}): "
+                "set dice.project_dim to shrink the features, or use solver gda"
+            )
         dt = torch.float64  # minimised to a tight gradient tolerance: float32 stalls first
         device = logged.device
         logged, target = logged.to(dt), target.to(dt)
@@ -110,8 +117,6 @@ class ZetaProblem:
         self.reward = None
         if cfg.alpha_r:
             self.reward = torch.nan_to_num(torch.as_tensor(data.rewards[:, reward_index], dtype=dt, device=device), nan=0.0)
-        self.feature_dim = logged.shape[-1]
-        self.n_params = self.feature_dim + 1 + cfg.tmax
         self.last_slot = n_turns.long()
         self.rows = torch.arange(len(n_turns), device=device)
 
@@ -177,20 +182,13 @@ def solve_exact_nu(
     heads (float32; nu at its exact optimum u*, lambda the multipliers), the learning curve and
     the solver's summary (iterations, final gradient and constraint gap, converged)."""
     device, dt = logged.device, torch.float64
-    n_params = logged.shape[-1] + 1 + cfg.tmax
-    if n_params > MAX_PARAMS:
-        raise ValueError(
-            f"solver exact_nu takes Newton steps on zeta's {n_params} parameters (at most {MAX_PARAMS}): "
-            "set dice.project_dim to shrink the features, or use solver gda"
-        )
     problem = ZetaProblem(logged, target, data, cfg, reward_index)
-    parts_of, derivatives, d = problem.parts, problem.derivatives, problem.feature_dim
+    parts_of, d = problem.parts, problem.feature_dim
 
     with torch.no_grad():
         theta = torch.cat([
             heads.zeta_net[-1].weight.reshape(-1), heads.zeta_net[-1].bias.reshape(-1), heads.zeta_pad_raw,
         ]).to(dt)
-    eye = torch.eye(n_params, dtype=dt, device=device)
     lam = torch.zeros(cfg.tmax if cfg.lambda_per_slot else 1, dtype=dt, device=device)
     mu, last_gap = MU_START, math.inf
 
@@ -201,12 +199,9 @@ def solve_exact_nu(
     # (a Newton step on H + damping I, the damping raised until the step lowers the objective, which
     # is not convex in the parameters: zeta is their square), to the gradient tolerance.
     for outer in range(MAX_OUTER):
-        def phi(th: torch.Tensor) -> torch.Tensor:
-            return parts_of(th, lam, mu)[0]
-
-        f, damping, stalled = phi(theta), None, False
+        f, damping, stalled = parts_of(theta, lam, mu)[0], None, False
         while iterations < cfg.steps:
-            grad, hess = derivatives(theta, lam, mu)
+            grad, hess = problem.derivatives(theta, lam, mu)
             grad_max = float(grad.abs().max())
             if not math.isfinite(float(f)) or not math.isfinite(grad_max):
                 from enigma.ope.trainer import DiceDivergence
@@ -216,18 +211,8 @@ def solve_exact_nu(
                 break
             if damping is None:
                 damping = 1e-3 * float(hess.diagonal().abs().mean()) + 1e-12
-            while damping <= 1e30:
-                factor, info = torch.linalg.cholesky_ex(hess + damping * eye)
-                if int(info) == 0:
-                    step = torch.cholesky_solve(-grad.unsqueeze(1), factor).squeeze(1)
-                    f_new = phi(theta + step)
-                    if bool(torch.isfinite(f_new)) and float(f_new) < float(f):
-                        theta, f = theta + step, f_new
-                        damping = max(damping / 3, 1e-15)
-                        break
-                damping *= 4
-            else:  # no step lowers the objective any more in float64: as stationary as it gets
-                stalled = True
+            theta, f, damping = _damped_newton_step(lambda th: parts_of(th, lam, mu)[0], theta, f, grad, hess, damping)
+            stalled = damping is None  # no step lowers the objective any more in float64: as stationary as it gets
             iterations += 1
             bar.update(1)
             if stalled:
@@ -279,18 +264,34 @@ def solve_exact_nu(
     return heads.float(), curve, summary
 
 
+def _damped_newton_step(objective, theta: torch.Tensor, f: torch.Tensor, grad: torch.Tensor, hess: torch.Tensor, damping: float):
+    """One Levenberg-Marquardt step: a Newton step on H + damping I, the damping raised until the
+    step lowers the objective (it is not convex in the parameters: zeta is their square) and
+    lowered after a success. Returns theta, the objective there and the next damping, which is
+    None when no step lowers the objective any more."""
+    eye = torch.eye(len(theta), dtype=theta.dtype, device=theta.device)
+    while damping <= 1e30:
+        factor, info = torch.linalg.cholesky_ex(hess + damping * eye)
+        if int(info) == 0:
+            step = torch.cholesky_solve(-grad.unsqueeze(1), factor).squeeze(1)
+            f_new = objective(theta + step)
+            if bool(torch.isfinite(f_new)) and float(f_new) < float(f):
+                return theta + step, f_new, max(damping / 3, 1e-15)
+        damping *= 4
+    return theta, f, None
+
+
 def _activation_derivatives(x: torch.Tensor, kind: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """zeta, d zeta / dx and d2 zeta / dx2 of the output activation, elementwise."""
-    if kind == "square":
-        return x * x, 2 * x, torch.full_like(x, 2.0)
-    if kind == "shifted_square":
-        return (x + 1) * (x + 1), 2 * (x + 1), torch.full_like(x, 2.0)
-    if kind == "softplus":
+    """zeta (``heads.zeta_activation``), d zeta / dx and d2 zeta / dx2, elementwise."""
+    if kind in ("square", "shifted_square"):
+        shift = 1.0 if kind == "shifted_square" else 0.0
+        first, second = 2 * (x + shift), torch.full_like(x, 2.0)
+    elif kind == "softplus":
         sig = torch.sigmoid(x)
-        return torch.nn.functional.softplus(x), sig, sig * (1 - sig)
-    if kind == "none":
-        return x, torch.ones_like(x), torch.zeros_like(x)
-    raise ValueError(f"unknown zeta activation {kind!r}")
+        first, second = sig, sig * (1 - sig)
+    else:
+        first, second = torch.ones_like(x), torch.zeros_like(x)
+    return zeta_activation(x, kind), first, second
 
 
 def _row(

@@ -53,27 +53,6 @@ class SlotValues:
     zeta_last: torch.Tensor  # [B] zeta at each dialogue's last agent turn
 
 
-def slot_zeta(
-    heads: DiceHeads,
-    logged: torch.Tensor,
-    n_agent_turns: torch.Tensor,
-    reverse_zeta: bool = False,
-    slot_normalise: bool = False,
-) -> torch.Tensor:
-    """zeta in every slot [B, Tmax]: the head on ``logged`` [B, K, d] at the agent turns, the
-    pseudo scalars elsewhere. ``slot_normalise`` divides zeta by its batch mean per slot position."""
-    zeta_turn = heads.zeta(logged)  # [B, K]
-    zeta_pad = heads.zeta_pad()
-    if reverse_zeta:
-        zeta_turn, zeta_pad = grad_reverse(zeta_turn), grad_reverse(zeta_pad)
-    zeta = to_slots(zeta_turn, zeta_pad, n_agent_turns, real_mask(n_agent_turns, zeta_pad.shape[0]))
-    if slot_normalise:
-        # Each slot position carries 1/Tmax of the padded mass under every policy, so
-        # E_D[zeta | slot] = 1 holds at the saddle point: impose it on the batch directly.
-        zeta = zeta / zeta.mean(0, keepdim=True).clamp(min=1e-12)
-    return zeta
-
-
 def slot_values(
     heads: DiceHeads,
     logged: torch.Tensor,
@@ -86,11 +65,19 @@ def slot_values(
     """``logged`` [B, K, d], ``target`` [B, K, S, d], ``sample_mask`` [B, K, S] (True where a
     target reply exists), ``n_agent_turns`` [B]. ``slot_normalise`` divides zeta by its batch
     mean per slot position."""
-    zeta = slot_zeta(heads, logged, n_agent_turns, reverse_zeta, slot_normalise)
+    zeta_turn = heads.zeta(logged)  # [B, K]
     nu_turn = heads.nu(logged)
     m = sample_mask.to(target.dtype)
     nu_target = (heads.nu(target) * m).sum(-1) / m.sum(-1).clamp(min=1)  # [B, K]
-    mask = real_mask(n_agent_turns, heads.nu_pad.shape[0])
+    zeta_pad = heads.zeta_pad()
+    if reverse_zeta:
+        zeta_turn, zeta_pad = grad_reverse(zeta_turn), grad_reverse(zeta_pad)
+    mask = real_mask(n_agent_turns, zeta_pad.shape[0])
+    zeta = to_slots(zeta_turn, zeta_pad, n_agent_turns, mask)
+    if slot_normalise:
+        # Each slot position carries 1/Tmax of the padded mass under every policy, so
+        # E_D[zeta | slot] = 1 holds at the saddle point: impose it on the batch directly.
+        zeta = zeta / zeta.mean(0, keepdim=True).clamp(min=1e-12)
     nu = to_slots(nu_turn, heads.nu_pad, n_agent_turns, mask)
     nu_next = successor_values(to_slots(nu_target, heads.nu_pad, n_agent_turns, mask))
     zeta_last = zeta.gather(1, n_agent_turns.long().unsqueeze(1)).squeeze(1)
