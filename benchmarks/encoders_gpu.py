@@ -46,8 +46,11 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
+sys.path.insert(0, str(REPO))  # benchmarks: the CPU scripts' helpers
 
 import enigma  # noqa: E402,F401  (offline environment)
+from benchmarks.encoders_speed import make_actions  # noqa: E402  (target replies drawn from logged ones)
+from benchmarks.ope_speed import fake_target_actions  # noqa: E402
 import numpy as np  # noqa: E402
 
 DATA = REPO.parent / "shared" / "data" / "see2019_convai2_humaneval"
@@ -87,39 +90,6 @@ def dialogues_by_id(store):
     for did, role, text in zip(*(rows.column(c).to_pylist() for c in ("dialog_id", "role", "text"))):
         out.setdefault(did, []).append(Turn(role, text))
     return out
-
-
-def make_actions(by_dialog, ids, n_samples, rng, pool):
-    """As benchmarks/encoders_speed.py: target replies drawn from the logged agent replies."""
-    from enigma.encoders.base import DialogueActions
-
-    out = []
-    for dialog_id in ids:
-        turns = tuple(by_dialog[dialog_id])
-        agent_turns = tuple(i for i, t in enumerate(turns) if t.role == "agent")
-        targets = tuple(tuple(rng.choice(pool) for _ in range(n_samples)) for _ in agent_turns)
-        out.append(DialogueActions(dialog_id, turns, agent_turns, targets))
-    return out
-
-
-def fake_target_actions(store, seed: int, n_samples: int):
-    """As benchmarks/ope_speed.py: per agent turn, ``n_samples`` logged agent replies drawn at random."""
-    import pyarrow as pa
-
-    rng = random.Random(seed)
-    t = store.turns
-    pool = [x for x, r in zip(t.column("text").to_pylist(), t.column("role").to_pylist()) if r == "agent"]
-    rows = {"dialog_id": [], "turn_index": [], "sample_index": [], "text": [], "error": []}
-    for did, ti, role in zip(t.column("dialog_id").to_pylist(), t.column("turn_index").to_pylist(), t.column("role").to_pylist()):
-        if role != "agent":
-            continue
-        for s in range(n_samples):
-            rows["dialog_id"].append(did)
-            rows["turn_index"].append(ti)
-            rows["sample_index"].append(s)
-            rows["text"].append(rng.choice(pool))
-            rows["error"].append(None)
-    return pa.table(rows)
 
 
 def cosine_stats(a, b) -> dict:
