@@ -13,12 +13,21 @@ agent-first opening matches reply 0) and ``short`` (1 for one agent turn, 0 for 
 ``exact_value`` enumerates every dialogue; ``empirical_ratio`` gives the saddle point of DICE
 on a finite log (the product over the history of pooled target-sample frequencies over
 observed logged-action frequencies), which a tabular run must reproduce.
+
+``reference_problem()`` fixes one such problem (three behaviour policies in the logs, four
+stochastic targets); its targets are agents a user names by spec, e.g.
+``python:enigma.ope.tabular:soft``, and ``write_jsonl`` writes its logs in the generic ingest
+format, so the whole user's path (ingest, sampling, estimate) can be checked against exact
+values.
 """
 
 from __future__ import annotations
 
+import functools
+import json
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -240,3 +249,74 @@ def certainty_equivalence_value(store: ExperienceStore, targets: pa.Table) -> di
     w = np.array([last[d] for d in ids])
     return {r: float(np.sum(w * np.array(store.ratings(r))) / np.sum(w)) for r in RATINGS}
 
+
+
+# ---- the reference problem: exact values a user's run through the CLI must reproduce ----------
+@dataclass(frozen=True)
+class ReferenceProblem:
+    mdp: TabularDialogueMDP
+    behaviours: tuple[TabularPolicy, ...]
+    targets: dict[str, TabularPolicy]
+
+    def logs(self, n_dialogues: int = 4000, seed: int = 0) -> ExperienceStore:
+        return self.mdp.logs(list(self.behaviours), n_dialogues, seed=seed)
+
+
+@functools.lru_cache(maxsize=1)
+def reference_problem() -> ReferenceProblem:
+    """Three reply types, up to three agent turns, a quarter of the dialogues opened by the agent
+    (one shared empty-history state); three behaviour policies in the logs; four stochastic
+    targets, ``steady`` answering 0.4 / 0.4 / 0.2 at every state."""
+    mdp = TabularDialogueMDP(n_user=2, n_agent=3, max_turns=2, p_agent_first=0.25, seed=0)
+    behaviours = (
+        mdp.random_policy("uniform", 0, concentration=1e6),
+        mdp.random_policy("b1", 1),
+        mdp.random_policy("b2", 2),
+    )
+    matcher = mdp.deterministic_policy("matcher", lambda k, u: 0 if u == mdp.n_user else u)
+    steady = np.broadcast_to(np.array([0.4, 0.4, 0.2]), matcher.probs.shape).copy()
+    targets = {
+        "soft": mdp.random_policy("soft", 7, concentration=2),
+        "soft_matcher": TabularPolicy("soft_matcher", 0.7 * matcher.probs + 0.3 * behaviours[0].probs),
+        "rough": mdp.random_policy("rough", 11),
+        "steady": TabularPolicy("steady", steady),
+    }
+    return ReferenceProblem(mdp, behaviours, targets)
+
+
+# Factories for agent specs (``python:enigma.ope.tabular:<name>``): the reference targets.
+def soft() -> TabularPolicy:
+    return reference_problem().targets["soft"]
+
+
+def soft_matcher() -> TabularPolicy:
+    return reference_problem().targets["soft_matcher"]
+
+
+def rough() -> TabularPolicy:
+    return reference_problem().targets["rough"]
+
+
+def steady() -> TabularPolicy:
+    return reference_problem().targets["steady"]
+
+
+def write_jsonl(store: ExperienceStore, path: str | Path) -> Path:
+    """The store's dialogues in the generic JSONL ingest format (ratings already on [0, 1]:
+    ingest them with ``--scale <rating>=0:1``)."""
+    path = Path(path)
+    histories = store.histories()
+    names = store.rating_names
+    ratings = {n: store.ratings(n) for n in names}
+    ids = store.dialogues.column("dialog_id").to_pylist()
+    agents = store.dialogues.column("agent_id").to_pylist()
+    with path.open("w") as f:
+        for i, (did, agent) in enumerate(zip(ids, agents)):
+            record = {
+                "dialog_id": did,
+                "agent_id": agent,
+                "turns": [{"role": t.role, "text": t.text} for t in histories[did]],
+                "ratings": {n: ratings[n][i] for n in names},
+            }
+            f.write(json.dumps(record) + "\n")
+    return path
