@@ -31,20 +31,8 @@ def sample_targets(
     from enigma.sampling.config import SampleConfig
 
     cfg = SampleConfig.model_validate(sample or {})
-    table = _sample(
-        store_dir,
-        agent_spec,
-        n_samples=cfg.n_samples,
-        seed=cfg.seed,
-        cache_dir=cfg.cache_dir,
-        exclude_agents=tuple(exclude_agents),
-        settings=cfg.agents,
-        chunk_states=cfg.chunk_states,
-        max_consecutive_errors=cfg.max_consecutive_errors,
-        retry_errors=cfg.retry_errors,
-        # Off by default: several agents sample at once in a flow, and their bars would interleave.
-        progress=progress,
-    )
+    # progress: off by default: several agents sample at once in a flow, and their bars would interleave.
+    table = _sample(store_dir, agent_spec, exclude_agents=tuple(exclude_agents), progress=progress, **cfg.run_options())
     Path(out_path).parent.mkdir(parents=True, exist_ok=True)
     pq.write_table(table, out_path)
     return table

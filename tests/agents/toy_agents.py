@@ -153,3 +153,17 @@ class PreparingAgent(EchoAgent):
     def respond(self, history, n=1, seed=None):
         self.calls += 1
         return super().respond(history, n, seed)
+
+
+class DeterministicCounting(CountingAgent):
+    """Declares itself deterministic (its reply depends on the history alone), so the sampler
+    asks it once per distinct state."""
+
+    deterministic = True
+
+    def respond(self, history, n=1, seed=None):
+        return [r.split(" [")[0] for r in super().respond(history, n, seed)]
+
+
+def deterministic_counting():
+    return DeterministicCounting()

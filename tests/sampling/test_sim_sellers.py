@@ -18,10 +18,13 @@ def test_seller_sampled_at_another_sellers_states(tmp_path):
     table, stats = run_sampling(store, spec, n_samples=2, cache_dir=tmp_path, progress=False)
     n_agent_turns = sum(r == "agent" for r in store.turns.column("role").to_pylist())
     assert table.num_rows == 2 * n_agent_turns and stats.n_failed == 0
-    # the same seller, asked directly with the per-state seed, gives the cached replies
+    # the same seller, asked directly as the sampler planned the call, gives the cached replies
     agent = load_agent(spec)
-    from enigma.sampling.sampler import call_seed
+    from enigma.sampling.sampler import logged_agent_states, plan_calls
 
-    row = table.to_pylist()[4]
-    hist = store.histories()[row["dialog_id"]][: row["turn_index"]]
-    assert agent.respond(hist, n=2, seed=call_seed(0, row["state_hash"]))[row["sample_index"]] == row["text"]
+    calls = plan_calls(logged_agent_states(store), 2, 0, "occurrence")
+    for row in table.to_pylist()[:6]:
+        call = next(c for c in calls if any((o.dialog_id, o.turn_index) == (row["dialog_id"], row["turn_index"]) for o in c.occurrences))
+        j = [(o.dialog_id, o.turn_index) for o in call.occurrences].index((row["dialog_id"], row["turn_index"]))
+        replies = agent.respond(list(call.state.history), n=2 * len(call.occurrences), seed=call.seed)
+        assert replies[row["sample_index"] * len(call.occurrences) + j] == row["text"]

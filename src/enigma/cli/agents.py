@@ -70,20 +70,9 @@ def register(app: typer.Typer) -> None:
         cfg = _config(params)
         n = n_samples if n_samples is not None else cfg.n_samples
         s = seed if seed is not None else cfg.seed
+        options = dict(cfg.run_options(), n_samples=n, seed=s, cache_dir=cache_dir or cfg.cache_dir)
         try:
-            table, stats = run_sampling(
-                store,
-                spec,
-                n_samples=n,
-                seed=s,
-                cache_dir=cache_dir or cfg.cache_dir,
-                exclude_agents=exclude_agent,
-                settings=cfg.agents,
-                chunk_states=cfg.chunk_states,
-                max_consecutive_errors=cfg.max_consecutive_errors,
-                retry_errors=cfg.retry_errors,
-                progress=not quiet,
-            )
+            table, stats = run_sampling(store, spec, exclude_agents=exclude_agent, progress=not quiet, **options)
         except SamplingAborted as exc:
             typer.echo(f"error: {exc}", err=True)
             raise typer.Exit(2)

@@ -26,6 +26,9 @@ CACHE_SCHEMA = pa.schema(
         pa.field("text", pa.string()),
         pa.field("error", pa.string()),
         pa.field("agent_fingerprint", pa.string()),
+        # "occurrence" (each logged occurrence of a state drawn on its own) or "state" (one draw
+        # per distinct state, a deterministic agent); parts written before it have no such column
+        pa.field("draw", pa.string()),
     ]
 )
 

@@ -1,10 +1,18 @@
 """Target-action sampling: what the agent under evaluation would say at every logged agent
 turn, ``a'_t ~ pi(s_t)`` with ``s_t = turns[:t]``.
 
-Samples are cached per agent fingerprint and keyed by state hash, sample index and seed, so a
-rerun asks the agent nothing, an interrupted run resumes where it stopped, and a changed agent
-(new fingerprint) is sampled afresh. A failed call is recorded in the ``error`` column of its
-state and the run goes on; a long run of failures stops it (the agent is down).
+Every logged occurrence of a state gets its own draws: a stochastic agent is a distribution
+over replies, and two dialogues that reach the same history are two visits of that state (in
+See 2019 half the chats are opened by the bot from the same empty history). The occurrences of
+one state are still asked for in few calls (``plan_calls``). An agent that declares
+``deterministic = True`` is asked once per distinct state; a table of replies is asked per
+occurrence by key.
+
+Samples are cached per agent fingerprint, keyed by occurrence (or state, for a deterministic
+agent), sample index and seed, so a rerun asks the agent nothing, an interrupted run resumes
+where it stopped with the draws it would have made, and a changed agent (new fingerprint) is
+sampled afresh. A failed call is recorded in the ``error`` column of its rows and the run goes
+on; a long run of failures stops it (the agent is down).
 """
 
 from __future__ import annotations
@@ -16,7 +24,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Literal
 
 import pyarrow as pa
 
@@ -43,6 +51,10 @@ OUTPUT_SCHEMA = pa.schema(
 
 MAX_ERROR_CHARS = 500
 
+# How the draws of a run are laid out: one call per occurrence by key (a table of replies), per
+# distinct state shared by its occurrences (a deterministic agent), or per batch of occurrences.
+DrawMode = Literal["keyed", "state", "occurrence"]
+
 
 class SamplingAborted(RuntimeError):
     """Too many consecutive failures: the agent looks down. What was sampled is on disk."""
@@ -51,20 +63,22 @@ class SamplingAborted(RuntimeError):
 @dataclass
 class SamplingStats:
     agent_fingerprint: str
-    n_states: int = 0  # agent turns in scope
-    n_unique_states: int = 0
-    n_cached: int = 0  # unique states answered from the cache
-    n_called: int = 0  # unique states sent to the agent this run
-    n_failed: int = 0  # of those, states with at least one failed sample
+    draws: str = "occurrence"  # the DrawMode of the run
+    n_states: int = 0  # agent turns in scope: logged state occurrences
+    n_unique_states: int = 0  # distinct histories among them
+    n_calls: int = 0  # agent calls that cover them all
+    n_cached: int = 0  # of those, answered from the cache
+    n_called: int = 0  # of those, sent to the agent this run
+    n_failed: int = 0  # of those, calls with at least one failed sample
     seconds: float = 0.0
 
     @property
-    def states_per_second(self) -> float:
+    def calls_per_second(self) -> float:
         return self.n_called / self.seconds if self.seconds > 0 else 0.0
 
     def as_dict(self) -> dict[str, Any]:
         d = asdict(self)
-        d["states_per_second"] = round(self.states_per_second, 3)
+        d["calls_per_second"] = round(self.calls_per_second, 3)
         return d
 
 
@@ -76,9 +90,59 @@ class _State:
     state_hash: str
 
 
+@dataclass(frozen=True)
+class _Call:
+    """One agent call at ``state``'s history, whose replies go to ``occurrences``: sample-major,
+    reply ``i * len(occurrences) + j`` is sample ``i`` of occurrence ``j``. A ``shared`` call's
+    ``n`` replies go to every occurrence of the state."""
+
+    state: _State
+    occurrences: tuple[_State, ...]
+    seed: int
+    shared: bool = False
+
+
 def call_seed(seed: int, key: str) -> int:
-    """Per-state seed: the same state gets the same draw whatever the order of the run."""
+    """A call's seed, derived from what it samples: the same call draws the same replies
+    whatever the order of the run."""
     return int.from_bytes(hashlib.sha256(f"{seed}:{key}".encode()).digest()[:4], "big") & 0x7FFFFFFF
+
+
+def occurrence_key(dialog_id: str, turn_index: int, state_hash: str) -> str:
+    return f"{dialog_id}\x1f{turn_index}\x1f{state_hash}"
+
+
+def draw_mode(agent: Any) -> DrawMode:
+    if callable(getattr(agent, "respond_at", None)):
+        return "keyed"
+    return "state" if getattr(agent, "deterministic", False) is True else "occurrence"
+
+
+def plan_calls(states: list[_State], n_samples: int, seed: int, mode: DrawMode, max_replies_per_call: int = 64) -> list[_Call]:
+    """The agent calls that sample every state occurrence of ``states``.
+
+    ``occurrence``: the occurrences of each state, ordered by (dialogue, turn), are cut into
+    batches of at most ``max_replies_per_call // n_samples``; each batch is one call for
+    ``n_samples x batch`` replies, seeded from the state, ``n_samples`` and the batch's
+    occurrences. The batches depend on the store alone, so a resumed run makes exactly the calls
+    an uninterrupted one would have made. ``state``: one call per distinct state (as many calls
+    as distinct states, no more). ``keyed``: one call per occurrence."""
+    if mode == "keyed":
+        return [_Call(st, (st,), call_seed(seed, occurrence_key(st.dialog_id, st.turn_index, st.state_hash))) for st in states]
+    groups: dict[str, list[_State]] = {}
+    for st in states:
+        groups.setdefault(st.state_hash, []).append(st)
+    if mode == "state":
+        return [_Call(occ[0], tuple(occ), call_seed(seed, h), shared=True) for h, occ in groups.items()]
+    per_call = max(1, max_replies_per_call // n_samples)
+    calls = []
+    for h, occ in groups.items():
+        occ.sort(key=lambda st: (st.dialog_id, st.turn_index))
+        for i in range(0, len(occ), per_call):
+            batch = tuple(occ[i : i + per_call])
+            key = f"{h}|n={n_samples}|" + "|".join(f"{st.dialog_id}\x1f{st.turn_index}" for st in batch)
+            calls.append(_Call(batch[0], batch, call_seed(seed, key)))
+    return calls
 
 
 def logged_agent_states(store: ExperienceStore, exclude_agents: Iterable[str] = ()) -> list[_State]:
@@ -128,10 +192,13 @@ def run_sampling(
     agent: Any = None,
     settings: AgentSettings | None = None,
     chunk_states: int = 32,
+    max_replies_per_call: int = 64,
     max_consecutive_errors: int = 20,
     retry_errors: bool = True,
     progress: bool = True,
 ) -> tuple[pa.Table, SamplingStats]:
+    """``chunk_states``: calls per cache part (what a crash can lose at most);
+    ``max_replies_per_call``: how many occurrences of one state a call may cover (x n)."""
     if n_samples < 1:
         raise ValueError(f"n_samples must be at least 1, got {n_samples}")
     if not isinstance(store, ExperienceStore):
@@ -142,70 +209,66 @@ def run_sampling(
     cache = SampleCache(cache_dir, fp)
     label = approximation_label(agent_spec)
     cache.write_info({"spec": agent_spec, "agent_fingerprint": fp, "approximation": label})
-
-    # Table agents answer by (dialog, turn); the others by history alone, so identical
-    # states (e.g. every opening) share one call.
-    keyed = callable(getattr(agent, "respond_at", None))
+    mode = draw_mode(agent)
+    # Rows cached before draws were per occurrence carry no draw mode: per occurrence for a
+    # table, per state otherwise (a stochastic agent's old rows are not reused: one draw per state).
+    legacy = "occurrence" if mode == "keyed" else "state"
+    row_draw = "state" if mode == "state" else "occurrence"
 
     def key_of(st: _State) -> str:
-        return f"{st.dialog_id}\x1f{st.turn_index}\x1f{st.state_hash}" if keyed else st.state_hash
-
-    def row_key(row: dict) -> str:
-        return (
-            f"{row['dialog_id']}\x1f{row['turn_index']}\x1f{row['state_hash']}" if keyed else row["state_hash"]
-        )
+        return st.state_hash if mode == "state" else occurrence_key(st.dialog_id, st.turn_index, st.state_hash)
 
     states = logged_agent_states(store, exclude_agents)
-    stats = SamplingStats(fp, n_states=len(states))
+    calls = plan_calls(states, n_samples, seed, mode, max_replies_per_call)
+    stats = SamplingStats(fp, draws=mode, n_states=len(states), n_unique_states=len({st.state_hash for st in states}),
+                          n_calls=len(calls))
 
     cached: dict[tuple[str, int], dict] = {}
     for row in cache.read():
-        if row["seed"] == seed and row["sample_index"] < n_samples:
-            cached[(row_key(row), row["sample_index"])] = row
-
-    unique: dict[str, _State] = {}
-    for st in states:
-        unique.setdefault(key_of(st), st)
-    stats.n_unique_states = len(unique)
+        if row["seed"] == seed and row["sample_index"] < n_samples and (row.get("draw") or legacy) == row_draw:
+            k = row["state_hash"] if mode == "state" else occurrence_key(row["dialog_id"], row["turn_index"], row["state_hash"])
+            cached[(k, row["sample_index"])] = row
 
     def done(k: str, i: int) -> bool:
         row = cached.get((k, i))
         return row is not None and (row["error"] is None or not retry_errors)
 
-    pending = [st for k, st in unique.items() if not all(done(k, i) for i in range(n_samples))]
-    stats.n_cached = len(unique) - len(pending)
+    def receivers(call: _Call) -> tuple[_State, ...]:
+        return (call.state,) if call.shared else call.occurrences
 
-    def ask(st: _State) -> list[dict]:
-        k = key_of(st)
-        missing = [i for i in range(n_samples) if not done(k, i)]
-        s = call_seed(seed, k)
-        base = {
-            "dialog_id": st.dialog_id,
-            "turn_index": st.turn_index,
-            "state_hash": st.state_hash,
-            "seed": seed,
-            "agent_fingerprint": fp,
-        }
+    pending = [c for c in calls if not all(done(key_of(st), i) for st in receivers(c) for i in range(n_samples))]
+    stats.n_cached = len(calls) - len(pending)
+
+    def ask(call: _Call) -> list[dict]:
+        st, to = call.state, receivers(call)
+        want = n_samples * len(to)
+        missing = [(j, occ, i) for j, occ in enumerate(to) for i in range(n_samples) if not done(key_of(occ), i)]
+
+        def row(occ: _State, i: int, text: str | None, error: str | None) -> dict:
+            return {"dialog_id": occ.dialog_id, "turn_index": occ.turn_index, "state_hash": occ.state_hash, "seed": seed,
+                    "agent_fingerprint": fp, "draw": row_draw, "sample_index": i, "text": text, "error": error}
+
         try:
-            if keyed:
-                replies = agent.respond_at(st.dialog_id, st.turn_index, list(st.history), n=n_samples, seed=s)
+            if mode == "keyed":
+                replies = agent.respond_at(st.dialog_id, st.turn_index, list(st.history), n=want, seed=call.seed)
             else:
-                replies = agent.respond(list(st.history), n=n_samples, seed=s)
+                replies = agent.respond(list(st.history), n=want, seed=call.seed)
             if not isinstance(replies, (list, tuple)):
                 raise AgentCallError(f"agent returned {type(replies).__name__}, expected a list of strings")
-        except Exception as exc:  # recorded for this state; the run goes on
+        except Exception as exc:  # recorded for this call's rows; the run goes on
             err = _clean_error(exc)
-            return [dict(base, sample_index=i, text=None, error=err) for i in missing]
+            return [row(occ, i, None, err) for _, occ, i in missing]
         out = []
-        for i in missing:
-            if i >= len(replies):
-                out.append(dict(base, sample_index=i, text=None, error=f"agent returned {len(replies)} replies, {n_samples} requested"))
-            elif not isinstance(replies[i], str):
-                out.append(dict(base, sample_index=i, text=None, error=f"reply is {type(replies[i]).__name__}, not a string"))
-            elif not replies[i].strip():
-                out.append(dict(base, sample_index=i, text=None, error="empty reply"))
+        for j, occ, i in missing:
+            r = i * len(to) + j
+            if r >= len(replies):
+                out.append(row(occ, i, None, f"agent returned {len(replies)} replies, {want} requested"))
+            elif not isinstance(replies[r], str):
+                out.append(row(occ, i, None, f"reply is {type(replies[r]).__name__}, not a string"))
+            elif not replies[r].strip():
+                out.append(row(occ, i, None, "empty reply"))
             else:
-                out.append(dict(base, sample_index=i, text=replies[i], error=None))
+                out.append(row(occ, i, replies[r], None))
         return out
 
     prepare = getattr(agent, "prepare", None)
@@ -213,9 +276,9 @@ def run_sampling(
         # Agents that can batch work across states (e.g. embedding every context at once) do
         # it here; a failure only costs that speed-up, the per-state calls report their errors.
         try:
-            prepare([list(st.history) for st in pending])
+            prepare([list(c.state.history) for c in pending])
         except Exception as exc:
-            log.warning("sampling %s: prepare() failed, going on state by state (%s)", agent_spec, _clean_error(exc))
+            log.warning("sampling %s: prepare() failed, going on call by call (%s)", agent_spec, _clean_error(exc))
 
     concurrency = max(1, int(getattr(agent, "concurrency", 1) or 1))
     buffer: list[dict] = []
@@ -225,15 +288,16 @@ def run_sampling(
     if pending:
         from tqdm.auto import tqdm
 
-        bar = tqdm(total=len(pending), desc=f"sampling {fp[:8]}", unit="state", disable=not progress)
+        bar = tqdm(total=len(pending), desc=f"sampling {fp[:8]}", unit="call", disable=not progress)
         if stats.n_cached:
-            log.info("sampling %s: %d of %d states already cached", agent_spec, stats.n_cached, len(unique))
+            log.info("sampling %s: %d of %d calls already cached", agent_spec, stats.n_cached, len(calls))
 
     def flush() -> None:
         if buffer:
             cache.append(buffer)
-            for row in buffer:
-                cached[(row_key(row), row["sample_index"])] = row
+            for r in buffer:
+                st = _State(r["dialog_id"], r["turn_index"], (), r["state_hash"])
+                cached[(key_of(st), r["sample_index"])] = r
             buffer.clear()
 
     pool = ThreadPoolExecutor(max_workers=concurrency) if concurrency > 1 else None
@@ -253,8 +317,8 @@ def run_sampling(
                     bar.set_postfix(failed=stats.n_failed, rate=f"{stats.n_called / max(elapsed, 1e-9):.2f}/s")
                 if consecutive >= max_consecutive_errors:
                     raise SamplingAborted(
-                        f"sampling {agent_spec}: {consecutive} states failed in a row, stopping "
-                        f"(last error: {rows[-1]['error']}); {stats.n_called - consecutive} states "
+                        f"sampling {agent_spec}: {consecutive} calls failed in a row, stopping "
+                        f"(last error: {rows[-1]['error']}); {stats.n_called - consecutive} calls "
                         f"of this run are cached in {cache.dir}, rerun to resume"
                     )
             flush()
@@ -268,8 +332,8 @@ def run_sampling(
 
     if stats.n_called:
         log.info(
-            "sampling %s: %d states asked in %.1fs (%.2f states/s), %d failed, %d from cache",
-            agent_spec, stats.n_called, stats.seconds, stats.states_per_second, stats.n_failed, stats.n_cached,
+            "sampling %s: %d calls in %.1fs (%.2f calls/s), %d failed, %d from cache",
+            agent_spec, stats.n_called, stats.seconds, stats.calls_per_second, stats.n_failed, stats.n_cached,
         )
 
     columns: dict[str, list] = {name: [] for name in OUTPUT_SCHEMA.names}
