@@ -133,13 +133,27 @@ def test_cli_reports_bad_input_in_one_line(problem, tmp_path):
     assert res.exit_code == 2 and "nobody" in res.output
 
 
-def test_frozen_features_can_be_projected_to_fewer_dimensions(problem):
+def test_fixed_features_can_be_projected_to_fewer_dimensions(problem):
+    from enigma.encoders.onehot import OneHotPairEncoder
+
     _, store, _, ta = problem
-    est = EnigmaEstimator(_cfg(project_dim=5, head_hidden=4), progress=False)
+    # the projection acts on whatever fixed features the encoder gives (text vectors in use);
+    # one-hot vectors handed in explicitly stand for them here
+    est = EnigmaEstimator(_cfg(encoder="frozen", project_dim=5, head_hidden=4), encoder=OneHotPairEncoder(), progress=False)
     out = est.estimate(store, HeldOutAgent("t", target_actions=ta))
     heads = est.last_result.runs["all"].heads
     assert heads.zeta_net[0].in_features == 5 and est.encoder().dim > 5
     assert all(0 <= v <= 1 for v in out.values())
+
+
+def test_onehot_stays_exact_whatever_the_text_settings_say(problem):
+    _, store, _, ta = problem
+    cfg = DiceConfig.from_section({"preset": "exact_nu", "encoder": "onehot", "project_dim": 5, "agreement": True, "tmax": 3})
+    assert cfg.project_dim is None and cfg.agreement is False
+    est = EnigmaEstimator(cfg, progress=False)
+    est.estimate(store, HeldOutAgent("t", target_actions=ta))
+    heads = est.last_result.runs["all"].heads
+    assert heads.zeta_net[-1].in_features == est.encoder().dim > 5  # one coordinate per state-action pair
 
 
 def test_from_params_reads_the_dice_section_and_the_embedding_cache(tmp_path):

@@ -47,3 +47,7 @@ class PairEncoder(torch.nn.Module):
         ``logged`` of shape [B, K, dim] and ``target`` of shape [B, K, S, dim], K being
         ``max_agent_turns``; slots past a dialogue's last agent turn are zeros."""
         raise NotImplementedError
+
+    def diagnostics(self, prepared: Any) -> dict[str, Any]:
+        """Facts about the prepared features that belong beside an estimate (none by default)."""
+        return {}

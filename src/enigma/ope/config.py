@@ -86,6 +86,16 @@ class DiceConfig(BaseModel):
     torch_threads: int | None = Field(1, ge=1)
     missing_targets: Literal["error", "drop"] = "error"  # an agent turn without target replies
 
+    @model_validator(mode="before")
+    @classmethod
+    def _onehot_is_exact(cls, data: Any) -> Any:
+        # onehot features are exact by construction (one coordinate per state-action pair): a PCA
+        # projection or the text agreement block would make the tabular problem approximate
+        # again, so the text features' settings never apply to it
+        if isinstance(data, dict) and data.get("encoder") == "onehot":
+            data = dict(data, project_dim=None, agreement=False)
+        return data
+
     @model_validator(mode="after")
     def _check(self) -> "DiceConfig":
         if self.zeta_collapse >= self.zeta_explode:

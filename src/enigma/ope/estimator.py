@@ -252,6 +252,7 @@ class EnigmaEstimator:
             estimates = runs["all"].estimates
         diagnostics = {name: run.diagnostics() for name, run in runs.items()}
         diagnostics["n_dialogues"] = len(paired.dialogues)
+        diagnostics.update(encoder.diagnostics(prepared))
         diagnostics["skipped"] = {k: len(v) for k, v in paired.skipped.items()}
         diagnostics["config"] = cfg.model_dump(mode="json")
         result = EnigmaResult(target.agent_id, estimates, diagnostics, {n: r.curve for n, r in runs.items()}, runs)
