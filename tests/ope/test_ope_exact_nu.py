@@ -12,7 +12,7 @@ import torch
 
 from enigma.contracts import HeldOutAgent
 from enigma.ope import DiceConfig, EnigmaEstimator
-from enigma.ope.exact_nu import ZetaProblem, flow_design, solve_exact_nu
+from enigma.ope.exact_nu import ZetaProblem, flow_rows, solve_exact_nu
 from enigma.ope.heads import DiceHeads
 from enigma.ope.objective import lagrangian, slot_values
 from enigma.ope.tabular import RATINGS, certainty_equivalence_value, empirical_ratio, target_actions
@@ -21,34 +21,71 @@ from enigma.ope.trainer import DiceData
 from test_ope_exactness import _problem, _targets
 
 
-def test_flow_design_lays_out_the_cycle_of_slots():
+def dense_flow_design(logged, target, sample_mask, n_agent_turns, tmax):
+    """The padded layout slot by slot, as the paper writes it: ``psi`` [N, Tmax, D] (nu's basis at
+    the logged action) and ``delta`` [N, Tmax, D] (psi at the successor slot with the target's
+    action, minus psi). The solver's weighted rows must give the same sums."""
+    from enigma.ope.padding import real_mask
+
+    n, k, d = logged.shape
+    m = sample_mask.to(target.dtype).unsqueeze(-1)
+    target_mean = (target * m).sum(2) / m.sum(2).clamp(min=1)
+    real = real_mask(n_agent_turns, tmax).unsqueeze(-1)
+    pad_basis = torch.zeros(tmax, d + 1 + tmax, dtype=logged.dtype)
+    pad_basis[:, d + 1 :] = torch.eye(tmax, dtype=logged.dtype)
+
+    def lay(per_turn):
+        out = torch.zeros(n, tmax, d + 1 + tmax, dtype=logged.dtype)
+        out[:, 1 : k + 1, :d] = per_turn
+        out[:, 1 : k + 1, d] = 1.0
+        return torch.where(real, out, pad_basis.unsqueeze(0))
+
+    psi = lay(logged)
+    return psi, torch.roll(lay(target_mean), shifts=-1, dims=1) - psi
+
+
+def test_rows_lay_out_the_cycle_of_slots():
     # one dialogue, 2 agent turns, Tmax 4: slots [pad0, turn0, turn1, pad3], successor t+1 (3 -> 0)
     logged = torch.tensor([[[1.0, 2.0], [3.0, 4.0]]])
     target = torch.tensor([[[[10.0, 20.0]], [[30.0, 40.0]]]])
-    psi, delta = flow_design(logged, target, torch.ones(1, 2, 1, dtype=torch.bool), torch.tensor([2]), 4)
-    # columns: phi (2), bias, one pseudo scalar per slot (4)
-    want_psi = [
-        [0, 0, 0, 1, 0, 0, 0],
-        [1, 2, 1, 0, 0, 0, 0],
-        [3, 4, 1, 0, 0, 0, 0],
-        [0, 0, 0, 0, 0, 0, 1],
-    ]
-    want_next = [  # nu's basis at each slot's successor, the target's reply at real turns
-        [10, 20, 1, 0, 0, 0, 0],
-        [30, 40, 1, 0, 0, 0, 0],
-        [0, 0, 0, 0, 0, 0, 1],
-        [0, 0, 0, 1, 0, 0, 0],
-    ]
-    assert psi[0].tolist() == want_psi
-    assert (delta[0] + psi[0]).tolist() == want_next
+    rows = flow_rows(logged, target, torch.ones(1, 2, 1, dtype=torch.bool), torch.tensor([2]), 4)
+    # columns: phi (2), bias, one pseudo scalar per slot (4); rows: the turns, then one per pseudo slot
+    assert rows.slot.tolist() == [1, 2, 0, 1, 2, 3] and rows.weight.tolist() == [1, 1, 1, 0, 0, 1]
+    want_psi = {1: [1, 2, 1, 0, 0, 0, 0], 2: [3, 4, 1, 0, 0, 0, 0], 0: [0, 0, 0, 1, 0, 0, 0], 3: [0, 0, 0, 0, 0, 0, 1]}
+    want_next = {  # nu's basis at each slot's successor, the target's reply at real turns
+        0: [10, 20, 1, 0, 0, 0, 0],
+        1: [30, 40, 1, 0, 0, 0, 0],
+        2: [0, 0, 0, 0, 0, 0, 1],
+        3: [0, 0, 0, 1, 0, 0, 0],
+    }
+    for r, (slot, w) in enumerate(zip(rows.slot.tolist(), rows.weight.tolist())):
+        if w:
+            assert rows.psi[r].tolist() == want_psi[slot] and (rows.delta[r] + rows.psi[r]).tolist() == want_next[slot]
+    assert rows.last.tolist() == [1]
+
+
+def test_rows_give_the_sums_of_the_dense_padded_layout():
+    logged, target, data, tmax = _random_problem(4)
+    logged, target = logged.double(), target.double()
+    mask = data.sample_mask.clone()
+    mask[0, 0, 1] = False  # an unequal number of samples somewhere
+    rows = flow_rows(logged, target, mask, data.n_agent_turns, tmax)
+    psi, delta = dense_flow_design(logged, target, mask, data.n_agent_turns, tmax)
+    w = rows.weight.unsqueeze(1)
+    assert torch.allclose((rows.psi * w).T @ rows.psi, torch.einsum("ntd,nte->de", psi, psi), atol=1e-10)
+    theta = torch.randn(rows.psi.shape[1], generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    z_rows, z_dense = (rows.psi @ theta) ** 2, (psi @ theta) ** 2
+    assert torch.allclose((w.squeeze(1) * z_rows) @ rows.delta, torch.einsum("nt,ntd->d", z_dense, delta), atol=1e-10)
+    assert torch.allclose(rows.slot_sums(z_rows), z_dense.sum(0), atol=1e-10)
+    assert torch.allclose(z_rows[rows.last], z_dense.gather(1, data.n_agent_turns.unsqueeze(1)).squeeze(1))
 
 
 def test_target_samples_are_averaged_over_the_existing_ones_only():
     logged = torch.zeros(1, 1, 1)
     target = torch.tensor([[[[2.0], [4.0], [100.0]]]])
     mask = torch.tensor([[[True, True, False]]])
-    psi, delta = flow_design(logged, target, mask, torch.tensor([1]), 3)
-    assert float((delta + psi)[0, 0, 0]) == 3.0
+    rows = flow_rows(logged, target, mask, torch.tensor([1]), 3)
+    assert float((rows.delta + rows.psi)[rows.slot.tolist().index(0), 0]) == 3.0  # slot 0's successor: the first turn
 
 
 def _random_problem(seed: int = 0):

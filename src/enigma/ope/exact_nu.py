@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import logging
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -51,9 +52,9 @@ from tqdm.auto import tqdm
 
 from enigma.ope.config import DiceConfig
 from enigma.ope.estimates import effective_sample_size, rating_estimates
+from enigma.ope.guards import DiceDivergence, check_zeta
 from enigma.ope.heads import DiceHeads, zeta_activation
 from enigma.ope.objective import penalty
-from enigma.ope.padding import real_mask
 
 # Newton steps solve a system in zeta's parameters (features + bias + one per slot); the
 # default text features (32 PCA dimensions + 15 agreement features) give 63
@@ -64,35 +65,98 @@ MAX_OUTER = 50
 log = logging.getLogger(__name__)
 
 
-def flow_design(
+@dataclass
+class FlowRows:
+    """The padded layout as weighted rows, each with the same sums as the slots it stands for.
+
+    A real agent turn is a row of its own (weight 1). A pseudo slot has no input: its nu and
+    zeta are one scalar per slot position, the same in every dialogue, so the pseudo slots of one
+    position are one row whose weight is how many dialogues pad there, and whose ``delta`` is
+    their mean (slot 0's successor is each dialogue's first turn with the target's reply; every
+    other pseudo slot's successor is the next pseudo slot). Every quantity of the problem is a
+    weighted sum over rows, linear in ``delta`` within a row, so the rows give exactly the sums
+    of the ``N x Tmax`` slots at a cost that grows with the agent turns, not with ``N x Tmax``.
+
+    ``psi`` [R, D]: nu's basis at the logged action (D = d + 1 + Tmax: features, bias, one
+    coordinate per pseudo slot); ``delta`` [R, D]: ``psi'`` at the successor (the target's reply at
+    a real slot, ``t + 1`` cyclic) minus ``psi``; ``weight`` [R]; ``slot`` [R] the slot position;
+    ``last`` [N] the row of each dialogue's last agent turn."""
+
+    psi: torch.Tensor
+    delta: torch.Tensor
+    weight: torch.Tensor
+    slot: torch.Tensor
+    last: torch.Tensor
+    n_dialogues: int
+    tmax: int
+
+    @property
+    def n_slots(self) -> int:
+        return self.n_dialogues * self.tmax
+
+    def slot_sums(self, per_row: torch.Tensor) -> torch.Tensor:
+        """Sum over the slots of each position of a per-row quantity ([R] or [R, P])."""
+        out = per_row.new_zeros((self.tmax,) + tuple(per_row.shape[1:]))
+        w = self.weight.reshape((-1,) + (1,) * (per_row.dim() - 1))
+        return out.index_add_(0, self.slot, per_row * w)
+
+
+def flow_rows(
     logged: torch.Tensor, target: torch.Tensor, sample_mask: torch.Tensor, n_agent_turns: torch.Tensor, tmax: int
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """``psi`` [N, Tmax, D] (nu's basis at the logged action of each slot) and ``delta`` [N, Tmax, D]
-    (``psi'_t - psi_t``, psi' at the successor slot with the target's action), D = d + 1 + Tmax.
-    ``logged`` [N, K, d], ``target`` [N, K, S, d], ``sample_mask`` [N, K, S]."""
+) -> FlowRows:
+    """``logged`` [N, K, d], ``target`` [N, K, S, d], ``sample_mask`` [N, K, S]: the rows of the cyclic
+    chain of slots 0 (pseudo), 1..n (the agent turns), n+1..Tmax-1 (pseudo)."""
     n, k, d = logged.shape
-    m = sample_mask.to(target.dtype).unsqueeze(-1)
+    dt, device = logged.dtype, logged.device
+    width = d + 1 + tmax
+    m = sample_mask.to(dt).unsqueeze(-1)
     target_mean = (target * m).sum(2) / m.sum(2).clamp(min=1)  # nu is linear: mean of nu = nu of mean
-    real = real_mask(n_agent_turns, tmax).unsqueeze(-1)  # [N, Tmax, 1]
-    pad_basis = torch.zeros(tmax, d + 1 + tmax, dtype=logged.dtype, device=logged.device)
-    pad_basis[:, d + 1 :] = torch.eye(tmax, dtype=logged.dtype, device=logged.device)
+    turns = n_agent_turns.to(device).long()
+    dialogue, turn = (torch.arange(k, device=device).unsqueeze(0) < turns.unsqueeze(1)).nonzero(as_tuple=True)
+    eye = torch.eye(tmax, dtype=dt, device=device)
 
-    def lay(per_turn: torch.Tensor) -> torch.Tensor:
-        out = torch.zeros(n, tmax, d + 1 + tmax, dtype=logged.dtype, device=logged.device)
-        out[:, 1 : k + 1, :d] = per_turn
-        out[:, 1 : k + 1, d] = 1.0
-        return torch.where(real, out, pad_basis.unsqueeze(0))
+    # real rows: slot turn + 1; its successor is the next turn with the target's reply, or after
+    # the last turn the pseudo slot turn + 2 (slot 0 when the chain wraps)
+    psi = torch.zeros(len(turn), width, dtype=dt, device=device)
+    psi[:, :d] = logged[dialogue, turn]
+    psi[:, d] = 1.0
+    succ = torch.zeros_like(psi)
+    has_next = turn + 1 < turns[dialogue]
+    nxt = torch.clamp(turn + 1, max=k - 1)
+    succ[:, :d] = torch.where(has_next.unsqueeze(1), target_mean[dialogue, nxt], 0.0)
+    succ[:, d] = has_next.to(dt)
+    succ[:, d + 1 :] = torch.where(has_next.unsqueeze(1), 0.0, eye[(turn + 2) % tmax])
 
-    psi = lay(logged)
-    successor = torch.roll(lay(target_mean), shifts=-1, dims=1)  # slot t's successor is t+1 (cyclic)
-    return psi, successor - psi
+    # pseudo rows, one per slot position: slot 0 in every dialogue (successor: the first turn with
+    # the target's reply), slot t >= 1 in the dialogues shorter than t (successor: t + 1, cyclic)
+    pad_psi = torch.zeros(tmax, width, dtype=dt, device=device)
+    pad_psi[:, d + 1 :] = eye
+    pad_succ = torch.zeros_like(pad_psi)
+    pad_succ[0, :d] = target_mean[:, 0].mean(0)
+    pad_succ[0, d] = 1.0
+    pad_succ[1:, d + 1 :] = eye[(torch.arange(1, tmax, device=device) + 1) % tmax]
+    pad_weight = (torch.arange(tmax, device=device).unsqueeze(1) > turns.unsqueeze(0)).sum(1).to(dt)
+    pad_weight[0] = n
+
+    last = torch.zeros(n, dtype=torch.long, device=device)
+    last[dialogue[turn == turns[dialogue] - 1]] = (turn == turns[dialogue] - 1).nonzero(as_tuple=True)[0]
+    return FlowRows(
+        psi=torch.cat([psi, pad_psi]),
+        delta=torch.cat([succ - psi, pad_succ - pad_psi]),
+        weight=torch.cat([torch.ones(len(turn), dtype=dt, device=device), pad_weight]),
+        slot=torch.cat([turn + 1, torch.arange(tmax, device=device)]),
+        last=last,
+        n_dialogues=n,
+        tmax=tmax,
+    )
 
 
 class ZetaProblem:
     """The minimisation left once nu is solved exactly, on fixed features: its objective
     ``4 alpha_nu A`` and the closed-form gradient and Hessian in zeta's parameters ``theta``
     ``[w (d), b, pseudo-slot raw values (Tmax)]``, for given multipliers ``lam`` and penalty ``mu``.
-    The raw output at every slot is ``psi @ theta`` (psi, nu's basis, is laid out the same way)."""
+    The raw output of every row is ``psi @ theta`` (psi, nu's basis, is laid out the same way).
+    Expectations are over all ``N x Tmax`` slots, computed on the weighted rows (``FlowRows``)."""
 
     def __init__(self, logged: torch.Tensor, target: torch.Tensor, data: Any, cfg: DiceConfig, reward_index: int | None = None):
         self.cfg = cfg
@@ -101,15 +165,15 @@ class ZetaProblem:
         if self.n_params > MAX_PARAMS:
             raise ValueError(
                 f"solver exact_nu takes Newton steps on zeta's {self.n_params} parameters (at most {MAX_PARAMS}): "
-                "set dice.project_dim to shrink the features, or use solver gda"
+                "set dice.project_dim to shrink text features (onehot: fewer distinct state-action pairs), or use solver gda"
             )
         dt = torch.float64  # minimised to a tight gradient tolerance: float32 stalls first
         device = logged.device
-        logged, target = logged.to(dt), target.to(dt)
-        n_turns = data.n_agent_turns.to(device)
-        self.psi, self.delta = flow_design(logged, target, data.sample_mask.to(device), n_turns, cfg.tmax)
-        self.slots = self.psi.shape[0] * self.psi.shape[1]
-        second = torch.einsum("ntd,nte->de", self.psi, self.psi) / self.slots
+        self.rows = flow_rows(logged.to(dt), target.to(dt), data.sample_mask.to(device), data.n_agent_turns.to(device), cfg.tmax)
+        rows = self.rows
+        self.psi, self.delta, self.weight = rows.psi, rows.delta, rows.weight
+        self.slots = rows.n_slots
+        second = (self.psi * self.weight.unsqueeze(1)).T @ self.psi / self.slots
         # A tiny ridge keeps directions no logged slot spans (a pseudo slot that is never padding)
         # solvable; g has no component there, so it changes nothing else.
         ridge = 1e-9 * float(second.diagonal().mean()) + 1e-12
@@ -117,21 +181,25 @@ class ZetaProblem:
         self.reward = None
         if cfg.alpha_r:
             self.reward = torch.nan_to_num(torch.as_tensor(data.rewards[:, reward_index], dtype=dt, device=device), nan=0.0)
-        self.last_slot = n_turns.long()
-        self.rows = torch.arange(len(n_turns), device=device)
+
+    def means(self, zeta: torch.Tensor) -> torch.Tensor:
+        """E_D[zeta | slot] per slot position, or E_D[zeta] (one lambda)."""
+        if self.cfg.lambda_per_slot:
+            return self.rows.slot_sums(zeta) / self.rows.n_dialogues
+        return ((self.weight * zeta).sum() / self.slots).unsqueeze(0)
 
     def parts(self, theta: torch.Tensor, lam: torch.Tensor, mu: float):
         """4 alpha_nu A (A: F plus the augmented-Lagrangian terms of the mass constraints), zeta
-        [N, Tmax], C^-1 g, the flow term g' C^-1 g and the constrained means."""
-        cfg = self.cfg
+        per row, C^-1 g, the flow term g' C^-1 g and the constrained means."""
+        cfg, w = self.cfg, self.weight
         zeta = zeta_activation(self.psi @ theta, cfg.zeta_activation)
-        g = torch.einsum("nt,ntd->d", zeta, self.delta) / self.slots
+        g = (w * zeta) @ self.delta / self.slots
         c_inv_g = torch.cholesky_solve(g.unsqueeze(1), self.chol).squeeze(1)
         flow = g @ c_inv_g
-        f = flow / (4 * cfg.alpha_nu) + cfg.alpha_zeta * penalty(zeta, cfg.zeta_penalty).mean()
+        f = flow / (4 * cfg.alpha_nu) + cfg.alpha_zeta * (w * penalty(zeta, cfg.zeta_penalty)).sum() / self.slots
         if self.reward is not None:
-            f = f - cfg.alpha_r * (zeta[self.rows, self.last_slot] * self.reward).mean()
-        means = zeta.mean(0) if cfg.lambda_per_slot else zeta.mean().unsqueeze(0)
+            f = f - cfg.alpha_r * (zeta[self.rows.last] * self.reward).mean()
+        means = self.means(zeta)
         if cfg.normalise:
             gap = means - 1
             f = f + (lam @ gap + mu / 2 * gap @ gap) / gap.numel()
@@ -140,30 +208,35 @@ class ZetaProblem:
     def derivatives(self, theta: torch.Tensor, lam: torch.Tensor, mu: float) -> tuple[torch.Tensor, torch.Tensor]:
         """Gradient and Hessian of 4 alpha_nu A in closed form. A is a quadratic q in zeta, and
         zeta is an elementwise function of x = psi @ theta, so with J = diag(zeta') psi:
-        grad = psi' (zeta' q_z), Hessian = psi' diag(zeta'' q_z) psi + J' q_zz J. Several times
-        cheaper than automatic differentiation (tested equal to it)."""
-        cfg, psi, slots = self.cfg, self.psi, self.slots
+        grad = psi' W (zeta' q_z), Hessian = psi' W diag(zeta'' q_z) psi + J' q_zz J (W: the
+        rows' weights; q_z per unit weight). Several times cheaper than automatic
+        differentiation (tested equal to it)."""
+        cfg, psi, slots, w = self.cfg, self.psi, self.slots, self.weight
         scale = 4 * cfg.alpha_nu
         z, z1, z2 = _activation_derivatives(psi @ theta, cfg.zeta_activation)
-        g = torch.einsum("nt,ntd->d", z, self.delta) / slots
+        g = (w * z) @ self.delta / slots
         c_inv_g = torch.cholesky_solve(g.unsqueeze(1), self.chol).squeeze(1)
         f1, f2 = (2 * z, 2.0) if cfg.zeta_penalty == "square" else (z, 1.0)
-        q_z = 2 * torch.einsum("ntd,d->nt", self.delta, c_inv_g) / slots + scale * cfg.alpha_zeta * f1 / slots
-        if self.reward is not None:
-            q_z[self.rows, self.last_slot] -= scale * cfg.alpha_r * self.reward / len(self.rows)
-        jac = psi * z1.unsqueeze(-1)  # [N, Tmax, P]
-        d_jac = torch.einsum("ntd,ntp->dp", self.delta, jac)
+        q_z = 2 * (self.delta @ c_inv_g) / slots + scale * cfg.alpha_zeta * f1 / slots
+        if self.reward is not None:  # the last turns are real rows, of weight 1
+            q_z[self.rows.last] -= scale * cfg.alpha_r * self.reward / self.rows.n_dialogues
+        jac = psi * z1.unsqueeze(-1)  # [R, P]
+        w_jac = jac * w.unsqueeze(1)
+        d_jac = self.delta.T @ w_jac
         hess = 2 * d_jac.T @ torch.cholesky_solve(d_jac, self.chol) / slots**2
-        hess = hess + scale * cfg.alpha_zeta * f2 / slots * torch.einsum("ntp,ntq->pq", jac, jac)
+        hess = hess + scale * cfg.alpha_zeta * f2 / slots * (w_jac.T @ jac)
         if cfg.normalise:
             if cfg.lambda_per_slot:
-                gap, mean_jac, per = z.mean(0) - 1, jac.mean(0), len(self.rows)  # [Tmax], [Tmax, P]
+                gap = self.rows.slot_sums(z) / self.rows.n_dialogues - 1  # [Tmax]
+                mean_jac = self.rows.slot_sums(jac) / self.rows.n_dialogues  # [Tmax, P]
+                q_z = q_z + scale * (lam + mu * gap)[self.rows.slot] / gap.numel() / self.rows.n_dialogues
             else:
-                gap, mean_jac, per = (z.mean() - 1).unsqueeze(0), jac.mean((0, 1)).unsqueeze(0), slots
-            q_z = q_z + (scale * (lam + mu * gap) / gap.numel() / per).expand(q_z.shape)
+                gap = ((w * z).sum() / slots - 1).unsqueeze(0)
+                mean_jac = w_jac.sum(0, keepdim=True) / slots
+                q_z = q_z + scale * (lam + mu * gap) / slots
             hess = hess + scale * mu / gap.numel() * mean_jac.T @ mean_jac
-        hess = hess + torch.einsum("ntp,nt,ntq->pq", psi, z2 * q_z, psi)
-        grad = torch.einsum("ntp,nt->p", psi, z1 * q_z)
+        hess = hess + (psi * (w * z2 * q_z).unsqueeze(1)).T @ psi
+        grad = psi.T @ (w * z1 * q_z)
         return grad, hess
 
 
@@ -204,8 +277,6 @@ def solve_exact_nu(
             grad, hess = problem.derivatives(theta, lam, mu)
             grad_max = float(grad.abs().max())
             if not math.isfinite(float(f)) or not math.isfinite(grad_max):
-                from enigma.ope.trainer import DiceDivergence
-
                 raise DiceDivergence(f"iteration {iterations}: the objective or its gradient is not finite")
             if grad_max <= cfg.solver_tol:
                 break
@@ -218,11 +289,12 @@ def solve_exact_nu(
             if stalled:
                 break
             if iterations % cfg.log_every == 0:
-                curve.append(_row(iterations, outer, theta, grad_max, lam, lambda th: parts_of(th, lam, mu), data, cfg))
+                curve.append(_row(iterations, outer, theta, grad_max, lam, mu, problem, data, cfg))
         with torch.no_grad():
             means = parts_of(theta, lam, mu)[4]
         gap_max = float((means - 1).abs().max()) if cfg.normalise else 0.0
-        curve.append(_row(iterations, outer, theta, grad_max, lam, lambda th: parts_of(th, lam, mu), data, cfg))
+        curve.append(_row(iterations, outer, theta, grad_max, lam, mu, problem, data, cfg))
+        check_zeta(f"iteration {iterations}", curve[-1]["zeta_mean"], cfg)
         bar.set_postfix(grad=f"{grad_max:.1e}", mass=f"{gap_max:.1e}", ess=f"{curve[-1]['ess']:.0f}")
         if gap_max <= cfg.constraint_tol or iterations >= cfg.steps:
             break
@@ -294,21 +366,22 @@ def _activation_derivatives(x: torch.Tensor, kind: str) -> tuple[torch.Tensor, t
     return zeta_activation(x, kind), first, second
 
 
-def _row(
-    step: int, outer: int, theta: torch.Tensor, grad_max: float, lam: torch.Tensor, parts_of, data: Any, cfg: DiceConfig
-) -> dict[str, Any]:
+def _row(step: int, outer: int, theta: torch.Tensor, grad_max: float, lam: torch.Tensor, mu: float, problem: ZetaProblem,
+         data: Any, cfg: DiceConfig) -> dict[str, Any]:
     """One learning-curve row with the same keys as gradient descent-ascent's, plus the outer
     iteration, the gradient (of 4 alpha_nu A) and the flow residual; loss is the Lagrangian
     at the inner optimum (-F, the multiplier terms left out)."""
+    rows = problem.rows
     with torch.no_grad():
-        _, zeta, c_inv_g, flow, _ = parts_of(theta)
-    last = zeta.gather(1, data.n_agent_turns.to(zeta.device).long().unsqueeze(1)).squeeze(1).cpu().numpy()
+        _, zeta, c_inv_g, flow, _ = problem.parts(theta, lam, mu)
+    last = zeta[rows.last].cpu().numpy()
     u_pad = (-c_inv_g / (2 * cfg.alpha_nu))[-cfg.tmax :].cpu().numpy()
-    f = float(flow) / (4 * cfg.alpha_nu) + cfg.alpha_zeta * float(penalty(zeta, cfg.zeta_penalty).mean())
-    row: dict[str, Any] = {"step": step, "outer": outer, "loss": -f, "zeta_mean": float(zeta.mean()), "lambda": -float(lam.mean())}
+    zeta_mean = float((rows.weight * zeta).sum()) / rows.n_slots
+    f = float(flow) / (4 * cfg.alpha_nu) + cfg.alpha_zeta * float((rows.weight * penalty(zeta, cfg.zeta_penalty)).sum()) / rows.n_slots
+    row: dict[str, Any] = {"step": step, "outer": outer, "loss": -f, "zeta_mean": zeta_mean, "lambda": -float(lam.mean())}
     row["ess"] = effective_sample_size(last)
     row["ess_share"] = row["ess"] / max(len(last), 1)
-    for j, m in enumerate(zeta.mean(0).cpu().numpy()):
+    for j, m in enumerate((rows.slot_sums(zeta) / rows.n_dialogues).cpu().numpy()):
         row[f"zeta_slot_{j}"] = float(m)
     for j in range(1, len(u_pad)):
         row[f"nu_pad_{j}"] = float(u_pad[j] - u_pad[0])
