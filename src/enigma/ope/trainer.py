@@ -26,12 +26,9 @@ from tqdm.auto import tqdm
 from enigma.encoders.base import PairEncoder
 from enigma.ope.config import DiceConfig
 from enigma.ope.estimates import effective_sample_size, rating_estimates
+from enigma.ope.guards import DiceDivergence, check_row, check_zeta
 from enigma.ope.heads import DiceHeads
 from enigma.ope.objective import lagrangian, slot_values
-
-
-class DiceDivergence(RuntimeError):
-    """The optimisation diverged; the message says how and at which step."""
 
 
 @dataclass
@@ -285,7 +282,7 @@ def train_dice(
         if (step + 1) % cfg.log_every == 0 or step + 1 == cfg.steps:
             row = _diagnostics_row(step + 1, float(loss.detach()), heads, feats, data, cfg)
             curve.append(row)
-            _check_divergence(row, cfg)
+            check_row(row, cfg)
             bar.set_postfix(zeta=f"{row['zeta_mean']:.3f}", ess=f"{row['ess']:.0f}")
             if cfg.stop_window and converged(curve, cfg):
                 break
@@ -310,10 +307,7 @@ def _final_run(
 ) -> DiceRun:
     """The final pass over all dialogues at the final weights, guarded, as a ``DiceRun``."""
     ev = evaluate(heads, feats, data, cfg)
-    if not np.all(np.isfinite(ev["zeta_last"])):
-        raise DiceDivergence("final pass: zeta is not finite")
-    if ev["zeta_mean"] < cfg.zeta_collapse:
-        raise DiceDivergence(f"final pass: E_D[zeta] = {ev['zeta_mean']:.3g} collapsed below {cfg.zeta_collapse}")
+    check_zeta("final pass", ev["zeta_mean"], cfg, ev["zeta_last"])
     return DiceRun(
         estimates=rating_estimates(ev["zeta_last"], data.rewards, data.rating_names),
         zeta_last=ev["zeta_last"],
@@ -376,17 +370,3 @@ def converged(curve: list[dict[str, Any]], cfg: DiceConfig) -> bool:
         if vals and max(vals) - min(vals) > cfg.stop_estimate_tol:
             return False
     return True
-
-
-def _check_divergence(row: dict[str, Any], cfg: DiceConfig) -> None:
-    bad = [k for k, v in row.items() if isinstance(v, float) and not math.isfinite(v) and not k.startswith("estimate_")]
-    if bad:
-        raise DiceDivergence(f"step {row['step']}: {', '.join(bad)} not finite (lower dice.lr or change the preset)")
-    if row["zeta_mean"] < cfg.zeta_collapse:
-        raise DiceDivergence(
-            f"step {row['step']}: E_D[zeta] = {row['zeta_mean']:.3g} collapsed below dice.zeta_collapse={cfg.zeta_collapse}"
-        )
-    if row["zeta_mean"] > cfg.zeta_explode:
-        raise DiceDivergence(
-            f"step {row['step']}: E_D[zeta] = {row['zeta_mean']:.3g} exploded above dice.zeta_explode={cfg.zeta_explode}"
-        )
