@@ -29,7 +29,7 @@ from enigma.store.experience import ExperienceStore
 from enigma.store.readers import see2019, see2019_selfplay
 
 ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT.parent / "shared" / "data" / "see2019_convai2_humaneval"
+DATA = ROOT / "data" / "raw" / "see2019_convai2_humaneval"
 NAMES = [
     "experience-mean", "reply-length-replies", "see-ridge-replies", "bleu", "rouge-l", "bertscore", "perplexity",
     "adem", "fqe-critic", "dynaeval-replies", "spe-ridge", "spe-sigmoid", "autojudge", "dynaeval-rollouts",

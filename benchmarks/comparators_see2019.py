@@ -33,7 +33,7 @@ from enigma.store.experience import ExperienceStore
 from enigma.store.readers import see2019, see2019_selfplay
 
 ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT.parent / "shared" / "data" / "see2019_convai2_humaneval"
+DATA = ROOT / "data" / "raw" / "see2019_convai2_humaneval"
 
 # cheapest first: text-only features, then those that embed agent replies, then all turns
 ESTIMATORS = ["experience-mean", "reply-length-rollouts"] + [

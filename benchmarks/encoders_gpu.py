@@ -53,7 +53,7 @@ from benchmarks.encoders_speed import make_actions  # noqa: E402  (target replie
 from benchmarks.ope_speed import fake_target_actions  # noqa: E402
 import numpy as np  # noqa: E402
 
-DATA = REPO.parent / "shared" / "data" / "see2019_convai2_humaneval"
+DATA = REPO / "data" / "raw" / "see2019_convai2_humaneval"
 OUT = REPO / "benchmarks" / "results" / "encoders_gpu"
 CPU_RESULTS = REPO / "benchmarks" / "results" / "encoders_speed.json"
 
@@ -510,7 +510,7 @@ def render_md(r: dict) -> str:
         "",
         "    .venv/bin/python benchmarks/encoders_gpu.py",
         "",
-        "This run's exact command (on the lent GPU machine, where ../shared and the weights package do not exist):",
+        "This run's exact command (on the lent GPU machine, where the weights package does not exist):",
         "",
         f"    {r['command']}",
         "",

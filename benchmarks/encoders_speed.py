@@ -41,7 +41,7 @@ sys.path.insert(0, str(REPO / "src"))
 
 import enigma  # noqa: E402,F401  (offline environment)
 
-DATA = REPO.parent / "shared" / "data" / "see2019_convai2_humaneval"
+DATA = REPO / "data" / "raw" / "see2019_convai2_humaneval"
 
 
 def load_dialogues():
@@ -119,7 +119,7 @@ def main() -> None:
             "load_average_before": load_before,
         },
         "data": {
-            "source": "See 2019 ConvAI2 human evaluation (../shared/data)",
+            "source": "See 2019 ConvAI2 human evaluation (data/raw)",
             "dialogues": len(by_dialog),
             "agent_turns": total_agent_turns,
             "unique_texts": total_unique_texts,

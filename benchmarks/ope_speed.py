@@ -29,7 +29,7 @@ sys.path.insert(0, str(REPO / "src"))
 
 import enigma  # noqa: E402,F401  (offline environment)
 
-DATA = REPO.parent / "shared" / "data" / "see2019_convai2_humaneval"
+DATA = REPO / "data" / "raw" / "see2019_convai2_humaneval"
 RESULTS = REPO / "benchmarks" / "results"
 
 # name -> overrides of the params.yaml dice section

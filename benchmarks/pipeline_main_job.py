@@ -32,10 +32,6 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="enigma-main-job-"))
     clone = work / "repo"
     subprocess.run(["git", "clone", "-q", str(REPO), str(clone)], check=True)
-    # The clone's relative paths (../shared/data, the DVC remote) resolve beside it.
-    shared = REPO.parent / "shared"
-    if shared.is_dir():
-        (work / "shared").symlink_to(shared)
     env = dict(os.environ, PATH=f"{REPO / '.venv' / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}")
     load_before = os.getloadavg()
     t0 = time.perf_counter()

@@ -37,7 +37,7 @@ NOTE = ("The states all come from one logging bot, so even a real, different bot
         "degree: the AUC measures the shift from the logged replies, which snapping to logged replies "
         "reduces but cannot remove (the replies stay those of a different policy).")
 
-SEE = REPO.parent / "shared" / "data" / "see2019_convai2_humaneval"
+SEE = REPO / "data" / "raw" / "see2019_convai2_humaneval"
 
 
 def auc_separable(a: np.ndarray, b: np.ndarray, seed: int = 0) -> float:

@@ -111,7 +111,7 @@ def main():
                               note="bookkeeping cost of the sampler itself (the agent is trivial)"))
         rows += http_rows(T.tiny_store(n_dialogues=20, turns_per_dialogue=12), tmp, delay=0.05)
 
-        see = REPO.parent / "shared" / "data" / "see2019_convai2_humaneval"
+        see = REPO / "data" / "raw" / "see2019_convai2_humaneval"
         if see.is_dir():
             from enigma.params import section
             from enigma.store.config import IngestConfig

@@ -6,7 +6,7 @@ directory, twice for the default preset to check that the files are byte-identic
 ``benchmarks/results/sim_generate.json`` and ``.md``: wall and CPU seconds (the generator is
 single-threaded, so CPU seconds are its one-core time even on a shared machine), the true
 values per agent with their standard errors, and the spread next to the real AirDialogue
-agents' spread (``../shared/data/airdialogue_ope_stats``).
+agents' spread (``data/raw/airdialogue_ope_stats``).
 
     .venv/bin/python benchmarks/sim_generate.py [--presets airline24 rule6] [--no-repeat]
 """
@@ -30,7 +30,7 @@ from enigma.store.experience import ExperienceStore
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
-AIRDIALOGUE = ROOT.parent / "shared" / "data" / "airdialogue_ope_stats" / "airdialogue_stats.csv"
+AIRDIALOGUE = ROOT / "data" / "raw" / "airdialogue_ope_stats" / "airdialogue_stats.csv"
 
 
 def _digest(d: Path) -> str:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import enigma  # noqa: F401  (offline environment)
 
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+DATA = Path(__file__).resolve().parents[1] / "data" / "raw"
 SOURCES = {
     "see2019": DATA / "see2019_convai2_humaneval" / "evallog",
     "see2019-selfplay": DATA / "see2019_convai2_humaneval" / "selfplay_hmjiang",

@@ -9,7 +9,8 @@ import pytest
 import enigma  # noqa: F401  (sets the offline environment before anything else loads)
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
+# The raw inputs are in git (data/raw/README.md); a checkout without them is incomplete.
+RAW_DATA = REPO_ROOT / "data" / "raw"
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -25,7 +26,9 @@ def _one_torch_thread():
 
 
 @pytest.fixture(scope="session")
-def shared_data() -> Path:
-    if not SHARED_DATA.is_dir():
-        pytest.skip(f"shared data not found at {SHARED_DATA}")
-    return SHARED_DATA
+def raw_data() -> Path:
+    # Fails, never skips: a skipped real-data test reads as a pass in CI.
+    if not RAW_DATA.is_dir():
+        pytest.fail(f"raw data not found at {RAW_DATA}: the repository keeps it in git under data/raw "
+                    "(data/raw/README.md); restore it with `git checkout -- data/raw`", pytrace=False)
+    return RAW_DATA

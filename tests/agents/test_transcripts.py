@@ -37,9 +37,9 @@ def pa_slice_ids(store, n):
 
 
 @pytest.fixture(scope="module")
-def see_stores(shared_data, tmp_path_factory):
+def see_stores(raw_data, tmp_path_factory):
     """(self-play store with two bots, human-log store of another bot) as store directories."""
-    root = shared_data / "see2019_convai2_humaneval"
+    root = raw_data / "see2019_convai2_humaneval"
     tmp = tmp_path_factory.mktemp("see")
     from pathlib import Path
 

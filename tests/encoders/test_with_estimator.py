@@ -6,13 +6,13 @@ import math
 
 import pytest
 
+import enigma.ope as ope
+import enigma.ope.tabular as tabular
 from enigma.contracts import HeldOutAgent
 from enigma.encoders.finetune import FinetunePairEncoder
 from enigma.encoders.frozen import FrozenPairEncoder
 from enigma.encoders.text_cache import EmbeddingCache
 
-ope = pytest.importorskip("enigma.ope")
-tabular = pytest.importorskip("enigma.ope.tabular")
 
 
 @pytest.fixture(scope="module")

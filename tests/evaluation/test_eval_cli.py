@@ -48,10 +48,26 @@ def test_user_errors_exit_2_with_the_file_named(tmp_path):
     assert out.exit_code == 2 and "missing.json: summary not found" in out.output
 
 
-def test_paper_spe_command(tmp_path, shared_data):
+def test_paper_spe_command(tmp_path, raw_data):
     params = tmp_path / "params.yaml"
     params.write_text("report:\n  bootstrap_resamples: 50\n  plots: false\n")
-    out = runner.invoke(app, ["report", "paper-spe", "--data-dir", str(shared_data / "see2019_convai2_humaneval"),
+    out = runner.invoke(app, ["report", "paper-spe", "--data-dir", str(raw_data / "see2019_convai2_humaneval"),
                               "--out", str(tmp_path), "--params", str(params)])
     assert out.exit_code == 0, out.output
     assert "+0.591" in out.output and "+0.435" in out.output
+
+
+def test_paper_spe_defaults_to_the_repositorys_data_and_says_where_it_looked(tmp_path, raw_data, monkeypatch):
+    params = tmp_path / "params.yaml"
+    params.write_text("report:\n  bootstrap_resamples: 50\n  plots: false\n")
+    args = ["report", "paper-spe", "--out", str(tmp_path), "--params", str(params)]
+    monkeypatch.chdir(raw_data.parents[1])  # the repository root, where users run the CLI
+    out = runner.invoke(app, args)
+    assert out.exit_code == 0, out.output
+    assert "+0.591" in out.output
+    # elsewhere the default is not there: a clear error, not a lookup beside the installed package
+    monkeypatch.chdir(tmp_path)
+    out = runner.invoke(app, args)
+    assert out.exit_code == 2, out.output
+    assert "data/raw/see2019_convai2_humaneval: See 2019 data folder not found" in out.output
+    assert "--data-dir" in out.output

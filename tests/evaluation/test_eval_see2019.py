@@ -17,8 +17,8 @@ from enigma.store.readers import see2019
 
 
 @pytest.mark.slow
-def test_experience_mean_collapse_is_visible_on_see2019(shared_data):
-    r = see2019.read(shared_data / "see2019_convai2_humaneval", load_ingest_config(REPO_ROOT / "params.yaml"))
+def test_experience_mean_collapse_is_visible_on_see2019(raw_data):
+    r = see2019.read(raw_data / "see2019_convai2_humaneval", load_ingest_config(REPO_ROOT / "params.yaml"))
     store = ExperienceStore(r.dialogues, r.turns, r.rejects)
     results = run_loao(store, [ExperienceMean()], progress=False)
     summary, _ = build_summary(results, truth_from_store(store), "see2019", ReportConfig(bootstrap_resamples=100, plots=False))

@@ -30,7 +30,6 @@ def _tiny_bert_and_tokenizer():
 
 @pytest.mark.slow  # imports transformers (tens of seconds on the shared machine)
 def test_finetune_encoder_trains_with_the_heads():
-    pytest.importorskip("enigma.encoders.finetune")
     from enigma.encoders.finetune import FinetunePairEncoder
 
     torch.set_num_threads(1)

@@ -1,4 +1,4 @@
-"""Ingesting the real data sets in ../shared/data (slow: seconds each, plus validation)."""
+"""Ingesting the real data sets in data/raw (slow: seconds each, plus validation)."""
 
 from __future__ import annotations
 
@@ -24,9 +24,9 @@ def _ingest(fmt, path, out):
 
 
 @pytest.fixture(scope="module")
-def see_store(shared_data, tmp_path_factory):
+def see_store(raw_data, tmp_path_factory):
     out = tmp_path_factory.mktemp("see") / "store"
-    return out, _ingest("see2019", shared_data / SEE, out)
+    return out, _ingest("see2019", raw_data / SEE, out)
 
 
 def test_see2019_counts(see_store):
@@ -38,12 +38,12 @@ def test_see2019_counts(see_store):
     assert set(store.dialogues.column("n_turns").to_pylist()) == {12}
 
 
-def test_see2019_agent_means_equal_an_independent_computation(see_store, shared_data):
+def test_see2019_agent_means_equal_an_independent_computation(see_store, raw_data):
     out, _ = see_store
     sums: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
     counts: dict[str, int] = defaultdict(int)
     bot_first = 0
-    for f in sorted((shared_data / SEE / "evallog").glob("*.jsonl")):
+    for f in sorted((raw_data / SEE / "evallog").glob("*.jsonl")):
         with open(f, encoding="utf-8") as fh:
             for line in fh:
                 rec = json.loads(line)
@@ -73,9 +73,9 @@ def test_see2019_store_is_usable_by_the_shared_api(see_store):
     assert all(len(h) == 12 for h in hist.values())
 
 
-def test_selfplay_transcripts_ingest(shared_data, tmp_path):
-    store = _ingest("see2019-selfplay", shared_data / SEE, tmp_path / "selfplay")
-    files = sorted((shared_data / SEE / "selfplay_hmjiang").glob("*.jsonl"))
+def test_selfplay_transcripts_ingest(raw_data, tmp_path):
+    store = _ingest("see2019-selfplay", raw_data / SEE, tmp_path / "selfplay")
+    files = sorted((raw_data / SEE / "selfplay_hmjiang").glob("*.jsonl"))
     assert len(files) == 28
     expected = {f.stem: len(json.loads(f.read_text())) for f in files}
     counts = {r["agent_id"]: r["n_dialogues"] for r in queries.agent_summary(tmp_path / "selfplay").to_pylist()}
@@ -86,13 +86,13 @@ def test_selfplay_transcripts_ingest(shared_data, tmp_path):
     assert store.rating_names == [] and set(store.dialogues.column("source").to_pylist()) == {"see2019-selfplay"}
 
 
-def test_fed_ingests(shared_data, tmp_path):
-    store = _ingest("fed", shared_data / "fed", tmp_path / "fed")
+def test_fed_ingests(raw_data, tmp_path):
+    store = _ingest("fed", raw_data / "fed", tmp_path / "fed")
     assert store.dialogues.num_rows == 125 and store.rejects.num_rows == 375
     by_agent = {r["agent_id"]: r for r in queries.agent_summary(tmp_path / "fed").to_pylist()}
     assert {a: r["n_dialogues"] for a, r in by_agent.items()} == {"Human": 41, "Meena": 40, "Mitsuku": 44}
     # SOURCE.md: mean dialogue Overall (0-4) 3.41 / 3.00 / 2.06; recomputed here from the raw file
-    entries = json.loads((shared_data / "fed" / "fed_data.json").read_text())
+    entries = json.loads((raw_data / "fed" / "fed_data.json").read_text())
     per_system = defaultdict(list)
     for e in entries:
         if "response" not in e:

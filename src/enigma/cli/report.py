@@ -112,7 +112,7 @@ def build(
 @user_errors
 def paper_spe(
     variant: str = typer.Option("default", help="'default' or 'hard' (the challenging variant)"),
-    data_dir: Optional[Path] = typer.Option(None, help="folder with the See 2019 CSVs (default: ../shared/data/...)"),
+    data_dir: Optional[Path] = typer.Option(None, help="folder with the See 2019 CSVs (default: data/raw/see2019_convai2_humaneval)"),
     out: Optional[Path] = typer.Option(None, help="reports folder (default: params report.out_dir)"),
     params: Path = typer.Option(Path("params.yaml"), help="parameters file (section 'report')"),
 ) -> None:
@@ -127,7 +127,7 @@ def paper_spe(
     if variant not in CSV_FILES:
         raise EvaluationError(f"unknown variant {variant!r}; expected one of {sorted(CSV_FILES)}")
     cfg = section(ReportConfig, "report", params) if params.is_file() else ReportConfig()
-    table, truth_table = read_spe_csv((data_dir or see2019_dir()) / CSV_FILES[variant], ESTIMATOR_NAMES[variant])
+    table, truth_table = read_spe_csv(see2019_dir(data_dir) / CSV_FILES[variant], ESTIMATOR_NAMES[variant])
     benchmark = f"see2019-spe-paper-{variant}"
     out_dir = (out or cfg.out_dir) / benchmark
     summary = write_report(table, truth_table, benchmark, out_dir, cfg)

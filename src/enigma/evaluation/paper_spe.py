@@ -11,7 +11,6 @@ Leaving ``reward`` out gives 0.578 / 0.423 instead, so the paper did count it.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pandas as pd
@@ -22,14 +21,21 @@ from enigma.evaluation.loao import RESULT_COLUMNS, check_results
 from enigma.evaluation.summary import build_summary
 from enigma.evaluation.truth import check_truth
 
-# The shared data sit beside the repository (../shared/data); ENIGMA_SHARED_DATA overrides.
-SEE2019_SUBDIR = "see2019_convai2_humaneval"
+# Where the repository keeps the See 2019 inputs, relative to its root: the working directory of
+# the CLI and the pipeline (never this file's location, which is site-packages once installed).
+SEE2019_DIR = Path("data/raw/see2019_convai2_humaneval")
 
 
-def see2019_dir() -> Path:
-    root = os.environ.get("ENIGMA_SHARED_DATA")
-    base = Path(root) if root else Path(__file__).resolve().parents[3].parent / "shared" / "data"
-    return base / SEE2019_SUBDIR
+def see2019_dir(data_dir: str | Path | None = None) -> Path:
+    """``data_dir``, or the repository's copy; a clear error when the folder is not there."""
+    path = Path(data_dir) if data_dir is not None else SEE2019_DIR
+    if not path.is_dir():
+        hint = "" if data_dir is not None else (
+            " (the default, relative to the working directory: run from the repository root or pass --data-dir)")
+        raise EvaluationError(f"{path}: See 2019 data folder not found{hint}")
+    return path
+
+
 CSV_FILES = {"default": "selfplay_est_hmjiang.csv", "hard": "selfplay_hard_est_hmjiang.csv"}
 ESTIMATOR_NAMES = {"default": "spe-paper", "hard": "spe-paper-hard"}
 # The label shown beside these numbers in a report.
@@ -75,7 +81,7 @@ def paper_spe_summary(variant: str = "default", data_dir: str | Path | None = No
     """The summary (as ``summary.json`` holds it) of the paper's SPE estimates."""
     if variant not in CSV_FILES:
         raise EvaluationError(f"unknown SPE variant {variant!r}; expected one of {sorted(CSV_FILES)}")
-    path = (Path(data_dir) if data_dir else see2019_dir()) / CSV_FILES[variant]
+    path = see2019_dir(data_dir) / CSV_FILES[variant]
     results, truth = read_spe_csv(path, ESTIMATOR_NAMES[variant])
     summary, _ = build_summary(results, truth, f"see2019-spe-paper-{variant}", config)
     return summary

@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
+import hashlib
 import math
-import urllib.parse
+import re
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -53,12 +55,12 @@ correlates &minus;1 with truth by construction.</p>
 <table><tr><th>rank</th><th>estimator</th><th>information regime</th><th>labels</th>
 <th>mean Pearson [CI]</th><th>mean Spearman [CI]</th><th>mean Kendall [CI]</th><th>agents</th><th>smallest spread ratio</th><th>flags</th></tr>
 {% for name in order %}{% set e = s.estimators[name] %}
-<tr><td>{{ loop.index }}</td><td class="name"><a href="#est-{{ anchor(name) }}">{{ name }}</a></td>
+<tr><td>{{ loop.index }}</td><td class="name"><a href="#est-{{ slugs[name] }}">{{ name }}</a></td>
 <td class="text">{% for r in e.regime %}{{ regime_text(r) }}{% if not loop.last %}; {% endif %}{% endfor %}</td>
 <td class="text">{% for k, v in e.labels.items() %}{{ k }}: {{ v }}{% if not loop.last %}<br>{% endif %}{% endfor %}</td>
 <td>{{ f(e.mean_pearson) }} {{ ci(e.mean_pearson_ci95) }}</td><td>{{ f(e.mean_spearman) }} {{ ci(e.mean_spearman_ci95) }}</td>
 <td>{{ f(e.mean_kendall) }} {{ ci(e.mean_kendall_ci95) }}</td><td>{{ e.n_agents }}</td>
-<td>{{ f(min_spread(e)) }}</td><td class="flag">{{ e.flags | join("<br>") }}</td></tr>
+<td>{{ f(min_spread(e)) }}</td><td class="flag">{% for fl in e.flags %}{{ fl }}{% if not loop.last %}<br>{% endif %}{% endfor %}</td></tr>
 {% endfor %}</table>
 {% if overview %}<img src="{{ overview }}" alt="overview">{% endif %}
 
@@ -81,7 +83,7 @@ the Pearson correlation a perfect estimator could expect against these noisy tru
 </table>{% endif %}
 
 <h2>Figures per estimator</h2>
-{% for name in order %}<h3 id="est-{{ anchor(name) }}">{{ name }}</h3>
+{% for name in order %}<h3 id="est-{{ slugs[name] }}">{{ name }}</h3>
 {% for img in figs.get(name, []) %}<img src="{{ img }}" alt="{{ name }}"><br>{% endfor %}
 {% endfor %}
 
@@ -110,8 +112,16 @@ def _min_spread(entry: dict[str, Any]) -> float | None:
     return min(vals) if vals else None
 
 
-def _anchor(name: str) -> str:
-    return urllib.parse.quote(name, safe="")
+_UNSAFE = re.compile(r"[^a-z0-9._-]+")
+
+
+def slugs(names: list[str]) -> dict[str, str]:
+    """A file-name and anchor part per estimator name made of [a-z0-9._-] only, so that a link
+    needs no percent-encoding (a browser decodes ``%5B`` in a link and then finds no file named
+    with it). Names that would share a slug (``a:b``, ``a-b``) each get a digest of the name."""
+    base = {n: _UNSAFE.sub("-", n.lower()).strip("-.") or "estimator" for n in names}
+    taken = Counter(base.values())
+    return {n: s if taken[s] == 1 else f"{s}-{hashlib.sha1(n.encode()).hexdigest()[:8]}" for n, s in base.items()}
 
 
 def render_html(summary: dict[str, Any], figs: dict[str, list[str]], overview: str | None) -> str:
@@ -124,7 +134,7 @@ def render_html(summary: dict[str, Any], figs: dict[str, list[str]], overview: s
         f=_f,
         ci=_ci,
         min_spread=_min_spread,
-        anchor=_anchor,
+        slugs=slugs(order),
         regime_text=lambda r: REGIME_TEXT.get(r, r),
     )
 
@@ -151,9 +161,11 @@ def write_report(
     overview = None
     if cfg.plots:
         fig_dir = out / FIG_DIR
-        overview = str(figures.overview_figure(summary, order, fig_dir / "overview.png").relative_to(out))
+        names = slugs(order)
+        # links are relative URLs: forward slashes on every platform
+        overview = figures.overview_figure(summary, order, fig_dir / "overview.png").relative_to(out).as_posix()
         for name in tqdm(order, desc="report figures", unit="estimator", disable=not progress):
-            safe = _anchor(name)
+            safe = names[name]
             paths = [
                 figures.regression_figure(summary, name, fig_dir / f"{safe}_vs_truth.png"),
                 figures.error_figure(summary, name, fig_dir / f"{safe}_error.png"),
@@ -162,7 +174,7 @@ def write_report(
                 p = figures.learning_curve_figure(summary, curves, name, fig_dir / f"{safe}_curves.png")
                 if p is not None:
                     paths.append(p)
-            figs[name] = [str(p.relative_to(out)) for p in paths]
+            figs[name] = [p.relative_to(out).as_posix() for p in paths]
     html = out / HTML_FILE
     html.write_text(render_html(summary, figs, overview))
     summary_path = write_summary(summary, out / SUMMARY_FILE)

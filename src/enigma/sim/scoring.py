@@ -1,4 +1,4 @@
-"""AirDialogue's task scores (see ``../shared/data/airdialogue_ope_stats/SOURCE.md``).
+"""AirDialogue's task scores (see ``data/raw/airdialogue_ope_stats/SOURCE.md``).
 
 - name: token F1 between the name in the agent's final action and the customer's name;
 - flight: 1 minus the normalised attribute distance to a correct flight, with the special
