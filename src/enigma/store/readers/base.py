@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -117,16 +118,18 @@ def read_json_document(path: Path) -> Any:
         raise RecordRejected(None, TOO_DEEP_TO_PARSE) from None
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def unicode_problem(text: str) -> str | None:
     """Why ``text`` cannot be stored, or None. JSON's ``\\ud83d`` escape yields a lone UTF-16
     surrogate (e.g. an emoji cut in half by a truncating export): a valid JSON string, but not
     Unicode text, and Arrow/Parquet refuse it."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        return (f"not valid Unicode: lone surrogate \\u{ord(text[exc.start]):04x} at character {exc.start + 1} "
-                "(a truncated emoji or a broken \\u escape)")
-    return None
+    m = None if text.isascii() else _SURROGATE.search(text)  # isascii: a flag, no scan
+    if m is None:
+        return None
+    return (f"not valid Unicode: lone surrogate \\u{ord(m.group()):04x} at character {m.start() + 1} "
+            "(a truncated emoji or a broken \\u escape)")
 
 
 def storable(text: str) -> str:
@@ -136,35 +139,45 @@ def storable(text: str) -> str:
 
 
 def check_json(value: Any, max_depth: int, path: str = "") -> None:
-    """Raise RecordRejected for the first place (in document order) where a parsed JSON value
-    holds a key or string that is not valid Unicode (the field is its full path, e.g.
-    ``turns[1].text``), or is nested more than ``max_depth`` containers deep (the field is the
-    top-level member, e.g. ``meta``). ``path`` names ``value`` itself. Iterative, so that no
-    nesting depth can exhaust the stack here."""
-    # (path, top-level member, value, depth)
-    stack: list[tuple[str, str, Any, int]] = [(path, path, value, 1)]
+    """Raise RecordRejected where a parsed JSON value holds a key or string that is not valid
+    Unicode (the field is its path, e.g. ``turns[1].text``), or is nested more than
+    ``max_depth`` containers deep (the field is the top-level member, e.g. ``meta``). ``path``
+    names ``value`` itself. Iterative, so that no nesting depth can exhaust the stack here;
+    paths are only spelled out for the reject."""
+
+    def spell(node) -> list:  # node: (parent node, key) or None for ``value`` itself
+        keys = []
+        while node is not None:
+            node, key = node
+            keys.append(key)
+        return keys[::-1]
+
+    def field(keys: list) -> str | None:
+        out = path
+        for k in keys:
+            out += f"[{k}]" if isinstance(k, int) else (f".{k}" if out else str(k))
+        return out or None
+
+    stack: list[tuple[Any, int, Any]] = [(value, 1, None)]
     while stack:
-        where, top, v, depth = stack.pop()
+        v, depth, node = stack.pop()
         if isinstance(v, str):
             problem = unicode_problem(v)
             if problem:
-                raise RecordRejected(where or None, problem)
-            continue
-        if not isinstance(v, (dict, list)):
-            continue
-        if depth > max_depth:
-            raise RecordRejected(top or None, f"nested more than {max_depth} levels deep (limit: ingest.max_json_depth)")
-        children = []
-        if isinstance(v, dict):
+                raise RecordRejected(field(spell(node)), problem)
+        elif isinstance(v, (dict, list)):
+            if depth > max_depth:
+                # name the top-level member (``meta``), not a path dozens of levels long
+                top = [] if path else spell(node)[:1]
+                raise RecordRejected(field(top), f"nested more than {max_depth} levels deep (limit: ingest.max_json_depth)")
+            if isinstance(v, list):
+                stack.extend((x, depth + 1, (node, i)) for i, x in enumerate(v))
+                continue
             for k, x in v.items():
-                child = f"{where}.{k}" if where else str(k)
                 problem = unicode_problem(k)
                 if problem:
-                    raise RecordRejected(child, f"field name {problem}")
-                children.append((child, top or child, x, depth + 1))
-        else:
-            children = [(f"{where}[{i}]", top or f"{where}[{i}]", x, depth + 1) for i, x in enumerate(v)]
-        stack.extend(reversed(children))
+                    raise RecordRejected(field(spell((node, k))), f"field name {problem}")
+                stack.append((x, depth + 1, (node, k)))
 
 
 def _is_number(value: Any) -> bool:
