@@ -3,8 +3,12 @@
 Reads the registry (a YAML file of named specs or a folder of checkpoints), keeps the agents
 whose fingerprint is not in the seen-state file, samples their replies at the store's logged
 states, scores them with the configured estimators, writes a report under ``report_dir``, logs
-to MLflow, and only then marks them seen (a failed night is retried the next night). With
-nothing new it does nothing.
+to MLflow, and only then marks them seen. With nothing new it does nothing.
+
+Each agent stands alone: one whose sampling or scoring fails (a dead server, a broken
+checkpoint) is written into the report and MLflow with the reason and is not marked seen, so
+the next night tries it again; the others are reported, tracked and marked seen as usual. The
+flow run then ends Failed, naming the failed agents.
 
     python -m flows.nightly run            # once, now
     python -m flows.nightly serve          # a deployment on the cron schedule of params.yaml
@@ -20,10 +24,12 @@ from typing import Any
 
 import enigma  # noqa: F401  (offline environment before Prefect loads)
 from prefect import flow, get_run_logger
+from prefect.futures import as_completed
+from prefect.states import Failed
 
 from enigma.params import DEFAULT_PARAMS, load_params
-from enigma.registry import SeenAgents, read_registry
-from flows.config import nightly_config
+from enigma.registry import RegisteredAgent, SeenAgents, read_registry
+from flows.config import NightlyConfig, nightly_config, pipeline_config
 from flows.runners import make_task_runner
 from tasks._common import digest
 from tasks.estimate import score_new_agent
@@ -43,53 +49,124 @@ def nightly(params_path: str = str(DEFAULT_PARAMS), registry: str | None = None)
         logger.info("nightly: %d agent(s) in %s, none new: nothing to do", len(agents), cfg.registry)
         return {"evaluated": [], "report": None}
     logger.info("nightly: %d new agent(s): %s", len(new), ", ".join(a.name for a in new))
-
-    store = str(cfg.store)
-    store_digest = digest(cfg.store)
-    params_digest = digest(params_path)
     stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    targets_dir = Path(cfg.work_dir) / "targets"
 
-    target_futures = {
-        a.name: sample_targets.submit(
+    scores, errors = _score_each(new, cfg, params, params_path)
+    failed = {name: errs for name, errs in errors.items() if errs}
+    for name, errs in failed.items():
+        logger.error("nightly: agent %s failed (%s); not marked seen, the next night retries it", name, _describe(errs))
+    report_path = _write_report(cfg, stamp, new, scores, errors)
+    tags = {"nightly_run": stamp, **({"failed_agents": ",".join(sorted(failed))} if failed else {})}
+    tracked = log_to_mlflow(
+        "nightly",
+        _tracked_results(new, cfg, scores, failed),
+        tracking=params.get("tracking") or {},
+        run_params={"registry": str(cfg.registry), "store": str(cfg.store), "estimators": ",".join(cfg.estimators)},
+        report_dir=None,
+        tags=tags,
+    )
+    for a in new:
+        if a.name not in failed:
+            seen.mark(a, run=stamp, mlflow_parent_run_id=tracked.get("parent_run_id"))
+    seen.save()
+    logger.info("nightly: report at %s", report_path)
+    out = {"evaluated": [a.name for a in new if a.name not in failed], "failed": failed,
+           "report": str(report_path), "mlflow": tracked}
+    if failed:
+        message = f"{len(failed)} of {len(new)} new agent(s) failed: " + "; ".join(
+            f"{name} ({_describe(errs)})" for name, errs in sorted(failed.items()))
+        # The run ends Failed (what the scheduler and the UI show); calling the flow raises
+        # AgentsFailed, which carries what the run did report.
+        return Failed(message=message[:2000], data=AgentsFailed(message, out))
+    return out
+
+
+class AgentsFailed(RuntimeError):
+    """Some agents of a nightly run failed; ``result`` is what the run reported (the others'
+    estimates, the failures, the report path and the MLflow runs)."""
+
+    def __init__(self, message: str, result: dict[str, Any]):
+        super().__init__(message)
+        self.result = result
+
+
+def _score_each(
+    new: list[RegisteredAgent], cfg: NightlyConfig, params: dict, params_path: str
+) -> tuple[dict[tuple[str, str], dict], dict[str, dict[str, str]]]:
+    """Sample each new agent's replies and score them with every estimator, each agent on its
+    own: returns the scores by (agent, estimator) and, for every agent, its failed steps
+    (``sampling`` or an estimator) with the reason; a failure stops only that agent."""
+    store, store_digest, params_digest = str(cfg.store), digest(cfg.store), digest(params_path)
+    targets_dir = Path(cfg.work_dir) / "targets"
+    pcfg = pipeline_config(params_path)
+    # Agents may be remote and flaky: the pipeline's retries, as in the evaluate flow.
+    sampler = sample_targets.with_options(retries=pcfg.retries, retry_delay_seconds=pcfg.retry_delay_seconds)
+    by_run = {
+        sampler.submit(
             store,
             store_digest,
             a.spec,
             str(targets_dir / f"{a.name}-{a.fingerprint}.parquet"),
             sample=params.get("sample") or {},
             exclude_agents=(a.name,),
-        )
+        ): a
         for a in new
     }
-    score_futures = {
-        (a.name, est): score_new_agent.submit(
-            store,
-            store_digest,
-            a.name,
-            a.fingerprint,
-            est,
-            target_futures[a.name],
-            params_path=params_path,
-            params_digest=params_digest,
-            labels={"spec": a.spec},
-        )
-        for a in new
-        for est in cfg.estimators
-    }
-    scores = {k: f.result() for k, f in score_futures.items()}
+    errors: dict[str, dict[str, str]] = {a.name: {} for a in new}
+    # A task whose input future failed never runs (Prefect leaves it pending): an agent's
+    # scoring is submitted once its sampling has succeeded.
+    score_futures = {}
+    for targets in as_completed(list(by_run)):
+        a = by_run[targets]
+        targets.wait()  # sets the future's final state; without it, .state asks the API, which can lag
+        if not targets.state.is_completed():
+            errors[a.name]["sampling"] = _failure(targets)
+            continue
+        for est in cfg.estimators:
+            score_futures[(a.name, est)] = score_new_agent.submit(
+                store, store_digest, a.name, a.fingerprint, est, targets,
+                params_path=params_path, params_digest=params_digest, labels={"spec": a.spec},
+            )
+    scores = {}
+    for (name, est), f in score_futures.items():
+        f.wait()
+        if f.state.is_completed():
+            scores[(name, est)] = f.result()
+        else:
+            errors[name][est] = _failure(f)
+    return scores, errors
 
+
+def _failure(future) -> str:
+    """Why a task run did not complete: its exception, or else its state's message."""
+    exc = future.state.result(raise_on_failure=False)
+    if isinstance(exc, BaseException):
+        return f"{type(exc).__name__}: {exc}"[:2000]
+    return future.state.message or future.state.name
+
+
+def _describe(errs: dict[str, str]) -> str:
+    return "; ".join(f"{step}: {reason}" for step, reason in errs.items())
+
+
+def _write_report(cfg: NightlyConfig, stamp: str, new: list[RegisteredAgent], scores: dict, errors: dict) -> Path:
+    """``nightly-<stamp>.json`` (and ``latest.json``): every new agent with its status,
+    estimates and errors; ``estimates.csv`` gets a line per estimate."""
     report = {
         "run": stamp,
-        "store": store,
+        "store": str(cfg.store),
         "registry": str(cfg.registry),
         "agents": {
             a.name: {
                 "spec": a.spec,
                 "fingerprint": a.fingerprint,
-                "estimates": {scores[(a.name, e)]["estimator"]: scores[(a.name, e)]["estimates"] for e in cfg.estimators},
+                "status": "failed" if errors[a.name] else "ok",
+                "estimates": {s["estimator"]: s["estimates"] for (n, _), s in scores.items() if n == a.name},
+                "errors": errors[a.name],
             }
             for a in new
         },
+        "failed": sorted(name for name, errs in errors.items() if errs),
     }
     report_dir = Path(cfg.report_dir)
     report_dir.mkdir(parents=True, exist_ok=True)
@@ -97,33 +174,37 @@ def nightly(params_path: str = str(DEFAULT_PARAMS), registry: str | None = None)
     report_path.write_text(json.dumps(report, indent=2, sort_keys=True) + "\n")
     (report_dir / "latest.json").write_text(report_path.read_text())
     _append_table(report_dir / "estimates.csv", stamp, report["agents"])
+    return report_path
 
+
+def _tracked_results(new: list[RegisteredAgent], cfg: NightlyConfig, scores: dict, failed: dict) -> list[dict]:
+    """One MLflow child run per (agent, estimator). A failure is one too (status FAILED, the
+    reason in its ``error`` tag): for the estimator that failed, or for every estimator when
+    the agent's sampling failed."""
+    spec = {a.name: a.spec for a in new}
     results = [
         {
             "agent_id": name,
             "estimator": s["estimator"],
             "estimates": s["estimates"],
-            "params": {"spec": next(a.spec for a in new if a.name == name), "store": store},
-            "diagnostics": {
-                **s["diagnostics"],
-                **({"ess": s["ess"]} if s["ess"] is not None else {}),
-            },
+            "params": {"spec": spec[name], "store": str(cfg.store)},
+            "diagnostics": {**s["diagnostics"], **({"ess": s["ess"]} if s["ess"] is not None else {})},
         }
         for (name, _), s in scores.items()
     ]
-    tracked = log_to_mlflow(
-        "nightly",
-        results,
-        tracking=params.get("tracking") or {},
-        run_params={"registry": str(cfg.registry), "store": store, "estimators": ",".join(cfg.estimators)},
-        report_dir=None,
-        tags={"nightly_run": stamp},
-    )
-    for a in new:
-        seen.mark(a, run=stamp, mlflow_parent_run_id=tracked.get("parent_run_id"))
-    seen.save()
-    logger.info("nightly: report at %s", report_path)
-    return {"evaluated": [a.name for a in new], "report": str(report_path), "mlflow": tracked}
+    results += [
+        {
+            "agent_id": name,
+            "estimator": est,
+            "estimates": {},
+            "params": {"spec": spec[name], "store": str(cfg.store)},
+            "error": errs.get(est) or f"sampling: {errs['sampling']}",
+        }
+        for name, errs in failed.items()
+        for est in cfg.estimators
+        if est in errs or "sampling" in errs
+    ]
+    return results
 
 
 def _append_table(path: Path, stamp: str, agents: dict) -> None:
@@ -163,7 +244,12 @@ def main(argv: list[str] | None = None) -> int:
     if a.command == "serve":
         serve(a.params)
         return 0
-    out = nightly.with_options(task_runner=make_task_runner(a.params, a.runner))(a.params, a.registry)
+    try:
+        out = nightly.with_options(task_runner=make_task_runner(a.params, a.runner))(a.params, a.registry)
+    except AgentsFailed as exc:
+        print(json.dumps({k: v for k, v in exc.result.items() if k != "mlflow"}, indent=2))
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     print(json.dumps({k: v for k, v in out.items() if k != "mlflow"}, indent=2))
     return 0
 

@@ -86,6 +86,9 @@ class AgentResult:
     curves: dict[str, list[tuple[int, float]]] = field(default_factory=dict)
     # a file saved with torch.save(module): the trained zeta/nu heads, if the estimator has any
     model_path: str | None = None
+    # why this (estimator, agent) has no result (e.g. the agent's server was down); its child
+    # run is then marked FAILED with this reason as its "error" tag
+    error: str | None = None
 
     def mean_abs_error(self) -> float | None:
         errs = [abs(self.estimates[k] - v) for k, v in self.truth.items() if k in self.estimates]
@@ -102,6 +105,7 @@ class AgentResult:
             "diagnostics": self.diagnostics,
             "curves": {k: [list(p) for p in v] for k, v in self.curves.items()},
             "model_path": self.model_path,
+            "error": self.error,
         }
 
     @classmethod
@@ -115,6 +119,7 @@ class AgentResult:
             diagnostics=dict(d.get("diagnostics") or {}),
             curves={k: [(int(s), float(v)) for s, v in pts] for k, pts in (d.get("curves") or {}).items()},
             model_path=d.get("model_path"),
+            error=d.get("error"),
         )
 
 
@@ -201,6 +206,8 @@ def log_benchmark_run(
                     "benchmark": benchmark,
                     "agent_id": res.agent_id,
                     "estimator": res.estimator,
+                    # MLflow caps a tag value at 8,000 characters
+                    **({"error": res.error[:8000]} if res.error else {}),
                 },
             )
             cid = child.info.run_id
@@ -223,7 +230,7 @@ def log_benchmark_run(
                 f = Path(tmp) / "result.json"
                 f.write_text(json.dumps(res.to_dict(), indent=2, default=str))
                 client.log_artifact(cid, str(f))
-            client.set_terminated(cid)
+            client.set_terminated(cid, status="FAILED" if res.error else "FINISHED")
 
         registered = None
         if cfg.log_models:

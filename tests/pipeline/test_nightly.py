@@ -4,8 +4,9 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 
-from flows.nightly import nightly
+from flows.nightly import main, nightly
 
 
 def _registry(path: Path, names: list[str]) -> None:
@@ -48,3 +49,62 @@ def test_nightly_scores_only_new_agents(workspace):
     children = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
     assert sorted(r.data.tags["agent_id"] for r in children) == ["newcomer_long", "newcomer_short"]
     assert len(runs) - len(children) == 2  # one parent per night that had work
+
+
+# slow: four whole Prefect flow runs and an `enigma serve` subprocess
+@pytest.mark.slow
+def test_one_dead_agent_fails_alone_and_is_retried_the_next_night(workspace, capsys):
+    from mlflow import MlflowClient
+
+    from flows.nightly import AgentsFailed
+    from tests.serving import enigma_serve, free_port
+
+    cfg = workspace["cfg"]
+    # The dead agent: a real OpenAI-kind agent whose server is down (nothing listens on the port).
+    port = free_port()
+    cfg["sample"]["agents"] = {"openai": {"max_retries": 0, "connect_timeout_s": 2.0, "concurrency": 1}}
+    Path(workspace["params"]).write_text(yaml.safe_dump(cfg))
+    registry = Path(cfg["nightly"]["registry"])
+    registry.write_text("agents:\n  newcomer_short: python:tests.pipeline.pipeline_agents:newcomer_short\n"
+                        f"  comeback: openai:http://127.0.0.1:{port}/v1#m\n")
+
+    state = nightly(workspace["params"], return_state=True)
+    assert state.is_failed() and state.message.startswith("1 of 2 new agent(s) failed: comeback (sampling: ")
+    failure = state.result(raise_on_failure=False)
+    assert isinstance(failure, AgentsFailed)
+    first = failure.result
+    assert first["evaluated"] == ["newcomer_short"] and set(first["failed"]) == {"comeback"}
+    reason = first["failed"]["comeback"]["sampling"]
+    assert reason.startswith("SamplingAborted: sampling openai:") and "states failed in a row" in reason
+
+    report = json.loads(Path(first["report"]).read_text())
+    assert report["failed"] == ["comeback"]
+    ok, dead = report["agents"]["newcomer_short"], report["agents"]["comeback"]
+    assert ok["status"] == "ok" and ok["errors"] == {} and "reply-length[replies-at-logged-states]" in ok["estimates"]
+    assert dead["status"] == "failed" and dead["estimates"] == {} and dead["errors"] == {"sampling": reason}
+    seen_file = Path(cfg["nightly"]["seen"])
+    assert set(json.loads(seen_file.read_text())["agents"]) == {"newcomer_short"}
+
+    client = MlflowClient(cfg["tracking"]["uri"])
+    parent = client.get_run(first["mlflow"]["parent_run_id"])
+    assert parent.data.tags["failed_agents"] == "comeback"
+    children = {r.data.tags["agent_id"]: r for r in client.search_runs(
+        [parent.info.experiment_id], filter_string=f"tags.mlflow.parentRunId = '{parent.info.run_id}'")}
+    assert children["newcomer_short"].info.status == "FINISHED"
+    assert children["comeback"].info.status == "FAILED" and children["comeback"].data.tags["error"] == f"sampling: {reason}"
+
+    # Still down the next night (run as the scheduler's command does): tried again, exit 1.
+    assert main(["run", "--params", workspace["params"]]) == 1
+    printed = capsys.readouterr()
+    assert json.loads(printed.out)["evaluated"] == [] and "error: 1 of 1 new agent(s) failed: comeback" in printed.err
+    assert set(json.loads(seen_file.read_text())["agents"]) == {"newcomer_short"}
+
+    # The night after, its server is up: only the failed agent is tried again, scored and marked seen.
+    with enigma_serve("python:tests.pipeline.pipeline_agents:newcomer_long", port, workspace["root"], "--model-name", "m"):
+        second = nightly(workspace["params"])
+    assert second["evaluated"] == ["comeback"] and second["failed"] == {}
+    estimates = json.loads(Path(second["report"]).read_text())["agents"]["comeback"]["estimates"]
+    assert estimates["reply-length[replies-at-logged-states]"]["reward"] > \
+        ok["estimates"]["reply-length[replies-at-logged-states]"]["reward"]  # it speaks 5 words, not 2
+    assert set(json.loads(seen_file.read_text())["agents"]) == {"newcomer_short", "comeback"}
+    assert nightly(workspace["params"]) == {"evaluated": [], "report": None}

@@ -82,6 +82,21 @@ def test_log_benchmark_run_parent_children_models_and_registry(tmp_path):
     assert loaded(torch.zeros(1, 3)).shape == (1, 1)
 
 
+def test_a_failed_result_is_a_failed_child_run_with_its_reason(tmp_path):
+    from mlflow import MlflowClient
+
+    cfg = TrackingConfig(uri=f"sqlite:///{tmp_path / 'db.sqlite'}", artifact_root=str(tmp_path / "art"))
+    results = [AgentResult("ok", "mean", {"reward": 0.4}),
+               AgentResult("dead", "mean", {}, error="sampling: SamplingAborted: connection refused")]
+    run = log_benchmark_run("nightly", results, cfg=cfg)
+    client = MlflowClient(cfg.uri)
+    ok, dead = (client.get_run(run.child_run_ids[f"mean/{a}"]) for a in ("ok", "dead"))
+    assert ok.info.status == "FINISHED" and "error" not in ok.data.tags
+    assert dead.info.status == "FAILED" and dead.data.tags["error"] == "sampling: SamplingAborted: connection refused"
+    assert dead.data.metrics == {}
+    assert AgentResult.from_dict(results[1].to_dict()).error == results[1].error
+
+
 def test_missing_heads_file_is_named(tmp_path):
     cfg = TrackingConfig(uri=f"sqlite:///{tmp_path / 'db.sqlite'}", artifact_root=str(tmp_path / "art"))
     with pytest.raises(FileNotFoundError, match="nope.pt: heads of held-out agent a1"):

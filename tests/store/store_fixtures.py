@@ -29,3 +29,11 @@ def write_jsonl(path: Path, records: list, raw_lines: dict[int, bytes] | None = 
         lines[lineno - 1] = raw
     path.write_bytes(b"\n".join(lines) + b"\n")
     return path
+
+
+def nested(levels: int) -> list:
+    """A JSON value of ``levels`` lists, one inside the other."""
+    value: list = []
+    for _ in range(levels - 1):
+        value = [value]
+    return value

@@ -10,7 +10,7 @@ import pytest
 from enigma.store.readers import read
 from enigma.store.readers.base import IngestError
 
-from store_fixtures import dialogue, write_jsonl
+from store_fixtures import dialogue, nested, write_jsonl
 
 
 def _rejects(result) -> list[dict]:
@@ -174,3 +174,41 @@ def test_byte_order_mark_is_not_content(tmp_path, config, good_records):
     f.write_bytes(b"\xef\xbb\xbf" + f.read_bytes())
     result = read("jsonl", f, config)
     assert result.dialogues.num_rows == 6 and result.rejects.num_rows == 0
+
+
+# A lone UTF-16 surrogate ("\ud83d", half an emoji) is a valid JSON escape but not Unicode
+# text; json.dumps writes it as that escape. Wherever it sits, only its record is rejected.
+@pytest.mark.parametrize("rec, field", [
+    (dialogue("bad", turns=[{"role": "user", "text": "hi"}, {"role": "agent", "text": "nice \ud83d"}]), "turns[1].text"),
+    (dialogue("bad\ud83d"), "dialog_id"),
+    (dialogue("bad", "bot-\ud83d"), "agent_id"),
+    (dialogue("bad", meta={"note": ["ok", "cut \ud83d"]}), "meta.note[1]"),
+    (dialogue("bad", meta={"n\ud83dte": "x"}), "meta.n\\ud83dte"),
+    (dialogue("bad", ratings={"overall": 3, "f\ud83dn": 1}), "ratings.f\\ud83dn"),
+    (dialogue("bad", **{"x\ud83d": 1}), "x\\ud83d"),
+])
+def test_lone_surrogate_rejects_only_its_record(tmp_path, config, good_records, rec, field):
+    rej = _one_bad(tmp_path, config, good_records, rec)
+    assert rej["field"] == field and "not valid Unicode: lone surrogate \\ud83d" in rej["reason"], rej
+    assert rej["dialog_id"] == ("bad\\ud83d" if field == "dialog_id" else "bad")
+
+
+def test_meta_nesting_up_to_the_limit_loads(tmp_path, config, good_records):
+    # the record is level 1 and meta level 2: 30 more levels make 32, the limit
+    good_records[0]["meta"] = {"a": nested(30)}
+    result = read("jsonl", write_jsonl(tmp_path / "in.jsonl", good_records), config)
+    assert result.dialogues.num_rows == 6 and result.rejects.num_rows == 0
+    assert config.max_json_depth == 32
+
+
+@pytest.mark.parametrize("levels", [31, 900])
+def test_meta_nested_over_the_limit_is_rejected(tmp_path, config, good_records, levels):
+    rej = _one_bad(tmp_path, config, good_records, dialogue("bad", meta={"a": nested(levels)}))
+    assert rej["field"] == "meta" and rej["dialog_id"] == "bad"
+    assert rej["reason"] == "nested more than 32 levels deep (limit: ingest.max_json_depth)"
+
+
+def test_meta_nested_100000_deep_is_rejected_not_a_recursion_error(tmp_path, config, good_records):
+    line = json.dumps(dialogue("bad"))[:-1] + ', "meta": {"a": ' + "[" * 100_000 + "]" * 100_000 + "}}"
+    rej = _one_bad(tmp_path, config, good_records, line.encode())
+    assert rej["reason"].startswith("JSON nested too deep to parse") and "ingest.max_json_depth" in rej["reason"]

@@ -53,6 +53,25 @@ def test_ingest_jsonl_writes_store_report_and_rejects(tmp_path, params, good_rec
     assert "rejects by reason:" in res.output and "malformed JSON" in res.output
 
 
+def test_lone_surrogate_and_runaway_nesting_are_rejects_not_a_failed_ingest(tmp_path, params, good_records):
+    # json.dumps writes the lone surrogate as the escape "\ud83d": half of an emoji, cut off
+    recs = [dialogue(r["dialog_id"], r["agent_id"], ratings={"overall": r["ratings"]["overall"]}) for r in good_records]
+    recs[1]["turns"][1]["text"] = "nice \ud83d"
+    deep = json.dumps(dialogue("deep", ratings={}))[:-1] + ', "meta": {"a": ' + "[" * 100_000 + "]" * 100_000 + "}}"
+    f = write_jsonl(tmp_path / "in.jsonl", recs, {4: deep.encode()})
+    out = tmp_path / "store"
+    res = _ingest("jsonl", f, "--out", out, "--params", params)
+    assert res.exit_code == 0, res.output
+    assert "4 dialogues, 2 agents, 16 turns, 2 rejects (from 6 records)" in res.output
+    assert "[turns[1].text] not valid Unicode: lone surrogate \\ud83d" in res.output and "Traceback" not in res.output
+    rejects = ExperienceStore.open(out).rejects.to_pylist()
+    assert [(r["source_file"], r["record"], r["dialog_id"], r["field"]) for r in rejects] == [
+        (str(f), 2, "d1", "turns[1].text"), (str(f), 4, None, None)]
+    assert rejects[1]["reason"].startswith("JSON nested too deep to parse")
+    summary = runner.invoke(app, ["data", "summary", str(out)])
+    assert summary.exit_code == 0 and "2 rejects" in summary.output
+
+
 def test_scale_option_declares_ratings(tmp_path, good_records):
     f = write_jsonl(tmp_path / "in.jsonl", good_records)
     res = _ingest("jsonl", f, "--out", tmp_path / "s", "--scale", "overall=1:5", "--scale", "fun=0:1")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from store_fixtures import nested
 
 from enigma.store.config import load_ingest_config
 from enigma.store.experience import ExperienceStore
@@ -155,3 +156,84 @@ def test_corrupt_rejects_file_is_named(tmp_path, cfg):
     (tmp_path / "store" / "rejects.parquet").write_bytes(b"garbage")
     with pytest.raises(StoreError, match="rejects.parquet: not a readable Parquet file"):
         ExperienceStore.open(tmp_path / "store")
+
+
+# A lone surrogate ("\ud83d", half an emoji; json.dumps writes it as that JSON escape) or
+# runaway nesting rejects one record in every JSON format, naming the field as the input does.
+def test_see2019_lone_surrogate_or_deep_record_is_rejected(tmp_path, cfg):
+    cut = see_record("cut")
+    cut["dialog"][3]["text"] = "haha \ud83d"
+    deep = see_record("deep", extra={"x": nested(40)})
+    f = tmp_path / "toy_model.jsonl"
+    f.write_text("\n".join(json.dumps(r) for r in [see_record("ok"), cut, deep]) + "\n")
+    r = read("see2019", f, cfg)
+    assert r.dialogues.column("dialog_id").to_pylist() == ["ok"]
+    rej = r.rejects.to_pylist()
+    assert [(x["record"], x["dialog_id"], x["field"]) for x in rej] == [(2, "cut", "dialog[3].text"), (3, "deep", "extra")]
+    assert "lone surrogate \\ud83d at character 6" in rej[0]["reason"] and "max_json_depth" in rej[1]["reason"]
+
+
+def test_fed_lone_surrogate_or_deep_entry_is_rejected(tmp_path, cfg):
+    entries = [
+        {"context": "User: Hi!\nSystem: Hello.", "system": "Meena", "annotations": FED_ANN},
+        {"context": "User: Hi \ud83d\nSystem: Hello.", "system": "Meena", "annotations": FED_ANN},
+        {"context": "User: Hi!\nSystem: Hello.", "system": "Meena", "annotations": {**FED_ANN, "Overall": ["N/A \udc00"]}},
+        {"context": "User: Hi!\nSystem: Hello.", "system": "Meena\ud83d", "annotations": FED_ANN},
+        {"context": "User: Hi!\nSystem: Hello.", "system": "Meena", "annotations": FED_ANN, "x": nested(40)},
+    ]
+    (tmp_path / "fed_data.json").write_text(json.dumps(entries))
+    r = read("fed", tmp_path, cfg)
+    assert r.dialogues.column("dialog_id").to_pylist() == ["fed:0001"]
+    rej = r.rejects.to_pylist()
+    assert [(x["record"], x["field"]) for x in rej] == [(2, "context"), (3, "annotations.Overall[0]"), (4, "system"), (5, "x")]
+    assert all("lone surrogate" in x["reason"] for x in rej[:3]) and "max_json_depth" in rej[3]["reason"]
+
+
+def test_fed_file_nested_too_deep_to_parse_is_fatal_and_named(tmp_path, cfg):
+    (tmp_path / "fed_data.json").write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(IngestError, match="fed_data.json: JSON nested too deep to parse"):
+        read("fed", tmp_path, cfg)
+
+
+def test_selfplay_lone_surrogates_in_a_chat_or_the_file_name(tmp_path, cfg):
+    import os
+
+    good = [["a0", "b0"], ["a1", "b1"]]
+    (tmp_path / "bot_x.jsonl").write_text(json.dumps([good, [["a0", "cut \ud83d"]]]))
+    # a file name that is not UTF-8 (Python decodes it with surrogates) names the agent
+    bad_name = tmp_path / os.fsdecode(b"bot_\xff.jsonl")
+    bad_name.write_text(json.dumps([good]))
+    (tmp_path / "bot_deep.jsonl").write_text("[" + "[" * 100_000 + "]" * 100_000 + "]")
+    r = read("see2019-selfplay", tmp_path, cfg)
+    assert r.dialogues.column("dialog_id").to_pylist() == ["selfplay:bot_x:0001"]
+    rej = {x["source_file"].split("/")[-1]: x for x in r.rejects.to_pylist()}
+    assert set(rej) == {"bot_x.jsonl", "bot_\\udcff.jsonl", "bot_deep.jsonl"}
+    assert (rej["bot_x.jsonl"]["record"], rej["bot_x.jsonl"]["field"]) == (2, "chat[0][1]")
+    named = rej["bot_\\udcff.jsonl"]
+    assert (named["field"], named["dialog_id"]) == ("dialog_id", "selfplay:bot_\\udcff:0001")
+    assert "lone surrogate \\udcff" in named["reason"]
+    assert rej["bot_deep.jsonl"]["reason"].startswith("JSON nested too deep to parse")
+
+
+def test_parquet_text_that_is_not_utf8_rejects_its_dialogue(tmp_path, cfg):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    d = tmp_path / "evallog"
+    d.mkdir()
+    (d / "toy_model.jsonl").write_text("\n".join(json.dumps(see_record(a)) for a in ("a1", "a2", "a3")) + "\n")
+    r = read("see2019", tmp_path, cfg)
+    ExperienceStore(r.dialogues, r.turns, r.rejects).write(tmp_path / "store", {"source": "see2019", "spec": r.spec.model_dump()})
+    # Another tool wrote a surrogate's UTF-8-like bytes (not valid UTF-8) into one turn of a2.
+    turns = pq.read_table(tmp_path / "store" / "turns.parquet")
+    raw = [t.encode() for t in turns.column("text").to_pylist()]
+    raw[12 + 5] = b"haha \xed\xa0\xbd"
+    text = pa.array(raw, pa.binary()).view(pa.string())
+    turns = turns.set_column(turns.schema.get_field_index("text"), turns.schema.field("text"), text)
+    pq.write_table(turns, tmp_path / "store" / "turns.parquet")
+    back = read("parquet", tmp_path / "store", cfg)
+    assert back.dialogues.column("dialog_id").to_pylist() == ["a1", "a3"] and back.turns.num_rows == 24
+    (rej,) = back.rejects.to_pylist()
+    assert rej == {"source_file": str(tmp_path / "store" / "turns.parquet"), "record": 18, "dialog_id": "a2",
+                   "field": "text", "reason": "not valid UTF-8 (byte 0xed at offset 5)"}
+    assert back.n_records == 3

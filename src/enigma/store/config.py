@@ -106,6 +106,10 @@ class IngestConfig(BaseModel):
     # Agents with fewer rated dialogues are flagged (a warning): their mean rating is too noisy
     # to serve as ground truth, and too little experience to learn from.
     min_dialogues_per_agent: int = Field(20, ge=1)
+    # Deepest nesting of containers accepted in one JSON record (the record itself is level 1).
+    # A dialogue record needs 3 levels and the See 2019 and FED logs 4; hundreds of levels are
+    # a broken or hostile export, and near 1,000 Python's JSON parser gives up.
+    max_json_depth: int = Field(32, ge=4, le=500)
     progress: bool = True
     sources: dict[str, SourceSpec] = Field(default_factory=dict)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -82,11 +83,19 @@ def iter_lines(path: Path) -> Iterator[tuple[int, str | None, str | None]]:
                 yield lineno, None, f"not valid UTF-8 (byte 0x{raw[exc.start]:02x} at column {exc.start + 1})"
 
 
+# Python's JSON parser recurses once per nesting level and gives up near the interpreter's
+# recursion limit (about 1,000 levels) with a RecursionError, not a JSONDecodeError.
+TOO_DEEP_TO_PARSE = ("JSON nested too deep to parse (Python's parser stops near 1,000 levels; "
+                     "a record may nest at most ingest.max_json_depth levels)")
+
+
 def parse_json_line(text: str) -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
         raise RecordRejected(None, f"malformed JSON: {exc.msg} at column {exc.colno}") from None
+    except RecursionError:
+        raise RecordRejected(None, TOO_DEEP_TO_PARSE) from None
 
 
 def read_json_document(path: Path) -> Any:
@@ -105,6 +114,70 @@ def read_json_document(path: Path) -> Any:
         return json.loads(text)
     except json.JSONDecodeError as exc:
         raise RecordRejected(None, f"malformed JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+    except RecursionError:
+        raise RecordRejected(None, TOO_DEEP_TO_PARSE) from None
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def unicode_problem(text: str) -> str | None:
+    """Why ``text`` cannot be stored, or None. JSON's ``\\ud83d`` escape yields a lone UTF-16
+    surrogate (e.g. an emoji cut in half by a truncating export): a valid JSON string, but not
+    Unicode text, and Arrow/Parquet refuse it."""
+    m = None if text.isascii() else _SURROGATE.search(text)  # isascii: a flag, no scan
+    if m is None:
+        return None
+    return (f"not valid Unicode: lone surrogate \\u{ord(m.group()):04x} at character {m.start() + 1} "
+            "(a truncated emoji or a broken \\u escape)")
+
+
+def storable(text: str) -> str:
+    """``text`` with lone surrogates written as escapes (``\\ud83d``), so that a reject row can
+    always be stored whatever it quotes (an id, a key, a file name)."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def check_json(value: Any, max_depth: int, path: str = "") -> None:
+    """Raise RecordRejected where a parsed JSON value holds a key or string that is not valid
+    Unicode (the field is its path, e.g. ``turns[1].text``), or is nested more than
+    ``max_depth`` containers deep (the field is the top-level member, e.g. ``meta``). ``path``
+    names ``value`` itself. Iterative, so that no nesting depth can exhaust the stack here;
+    paths are only spelled out for the reject."""
+
+    def spell(node) -> list:  # node: (parent node, key) or None for ``value`` itself
+        keys = []
+        while node is not None:
+            node, key = node
+            keys.append(key)
+        return keys[::-1]
+
+    def field(keys: list) -> str | None:
+        out = path
+        for k in keys:
+            out += f"[{k}]" if isinstance(k, int) else (f".{k}" if out else str(k))
+        return out or None
+
+    stack: list[tuple[Any, int, Any]] = [(value, 1, None)]
+    while stack:
+        v, depth, node = stack.pop()
+        if isinstance(v, str):
+            problem = unicode_problem(v)
+            if problem:
+                raise RecordRejected(field(spell(node)), problem)
+        elif isinstance(v, (dict, list)):
+            if depth > max_depth:
+                # name the top-level member (``meta``), not a path dozens of levels long
+                top = [] if path else spell(node)[:1]
+                raise RecordRejected(field(top), f"nested more than {max_depth} levels deep (limit: ingest.max_json_depth)")
+            if isinstance(v, list):
+                stack.extend((x, depth + 1, (node, i)) for i, x in enumerate(v))
+                continue
+            for k, x in v.items():
+                problem = unicode_problem(k)
+                if problem:
+                    raise RecordRejected(field(spell((node, k))), f"field name {problem}")
+                stack.append((x, depth + 1, (node, k)))
 
 
 def _is_number(value: Any) -> bool:
@@ -127,11 +200,11 @@ class StoreBuilder:
     # ---- rejects -------------------------------------------------------------------------
     def reject(self, source_file: Path | str, record: int | None, field: str | None, reason: str,
                dialog_id: str | None = None) -> None:
-        self._rejects["source_file"].append(str(source_file))
+        self._rejects["source_file"].append(storable(str(source_file)))
         self._rejects["record"].append(record)
-        self._rejects["dialog_id"].append(dialog_id)
-        self._rejects["field"].append(field)
-        self._rejects["reason"].append(reason)
+        self._rejects["dialog_id"].append(None if dialog_id is None else storable(dialog_id))
+        self._rejects["field"].append(None if field is None else storable(field))
+        self._rejects["reason"].append(storable(reason))
 
     # ---- dialogues -----------------------------------------------------------------------
     def add(self, source_file: Path | str, record: int | None, *, dialog_id: Any, agent_id: Any,
@@ -167,6 +240,9 @@ class StoreBuilder:
                 raise RecordRejected(name, f"{name} must be a string, got {type(value).__name__}")
             if not value.strip():
                 raise RecordRejected(name, f"{name} is empty")
+            problem = unicode_problem(value)  # ids can come from file names, not only JSON
+            if problem:
+                raise RecordRejected(name, f"{name} is {problem}")
         if not isinstance(turns, list) or not turns:
             raise RecordRejected("turns", "no turns")
         limit = self.config.max_text_chars
@@ -177,6 +253,9 @@ class StoreBuilder:
                 raise RecordRejected(f"turns[{i}].text", f"text must be a string, got {type(text).__name__}")
             if not text.strip():
                 raise RecordRejected(f"turns[{i}].text", "empty or whitespace-only text")
+            problem = unicode_problem(text)
+            if problem:
+                raise RecordRejected(f"turns[{i}].text", f"text is {problem}")
             if len(text) > limit:
                 raise RecordRejected(
                     f"turns[{i}].text",
@@ -218,6 +297,7 @@ class StoreBuilder:
             row[S.RATING_PREFIX + name] = value
         if meta is not None and not isinstance(meta, dict):
             raise RecordRejected("meta", f"meta must be an object, got {type(meta).__name__}")
+        check_json(meta, self.config.max_json_depth, "meta")
         row["meta"] = json.dumps(meta, ensure_ascii=False, sort_keys=True) if meta else None
         return row
 
@@ -278,6 +358,7 @@ def add_json_lines(
         obj = None
         try:
             obj = parse_json_line(text)
+            check_json(obj, builder.config.max_json_depth)
             rec = parse(obj)
         except RecordRejected as exc:
             builder.reject(path, lineno, exc.field, exc.reason, exc.dialog_id or known_id(obj, id_key))

@@ -23,6 +23,7 @@ from enigma.store.readers.base import (
     ReadResult,
     RecordRejected,
     StoreBuilder,
+    check_json,
     existing_path,
     require_scales,
     progress,
@@ -94,6 +95,7 @@ def read(path: str | Path, config: IngestConfig, spec: SourceSpec | None = None)
         try:
             if not isinstance(entry, dict):
                 raise RecordRejected(None, f"expected a JSON object, got {type(entry).__name__}")
+            check_json(entry, config.max_json_depth)
             if "response" in entry:
                 raise RecordRejected("response", TURN_LEVEL_REASON)
             for name in ("context", "system", "annotations"):

@@ -21,6 +21,7 @@ from enigma.store.readers.base import (
     ReadResult,
     RecordRejected,
     StoreBuilder,
+    check_json,
     existing_path,
     input_files,
     progress,
@@ -67,6 +68,7 @@ def read(path: str | Path, config: IngestConfig, spec: SourceSpec | None = None)
         for i, chat in enumerate(chats, start=1):
             dialog_id = f"selfplay:{agent}:{i:04d}"
             try:
+                check_json(chat, config.max_json_depth, "chat")
                 turns = _turns(chat)
             except RecordRejected as exc:
                 builder.reject(f, i, exc.field, exc.reason, dialog_id)
