@@ -4,23 +4,14 @@ and a builder for tiny experience stores."""
 from __future__ import annotations
 
 import os
-import random
 from pathlib import Path
 
 import pyarrow as pa
 
 from enigma.agents.errors import AgentCallError
+from enigma.agents.examples import EchoAgent  # answers from the last turn and the seed
 from enigma.store import schema as S
 from enigma.store.experience import ExperienceStore
-
-
-class EchoAgent:
-    """Answers from the last turn and the seed, so replies are checkable and seed-stable."""
-
-    def respond(self, history, n=1, seed=None):
-        last = history[-1].text if history else "<start>"
-        rng = random.Random(seed)
-        return [f"re: {last} [{rng.randrange(10**6)}]" for _ in range(n)]
 
 
 class CountingAgent(EchoAgent):
@@ -153,3 +144,4 @@ class PreparingAgent(EchoAgent):
     def respond(self, history, n=1, seed=None):
         self.calls += 1
         return super().respond(history, n, seed)
+
