@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from enigma.agents import AgentCallError, load_agent
+from enigma.agents import AgentCallError, AgentSpecError, load_agent
 from enigma.agents.config import AgentSettings, OpenAISettings
 from enigma.contracts import Turn
 from enigma.sampling import SamplingAborted, run_sampling
@@ -134,6 +134,12 @@ def test_server_down():
     with pytest.raises(AgentCallError, match=r"no answer after 3 attempt\(s\); last: cannot connect"):
         agent.respond(HISTORY)
     assert time.monotonic() - t0 < 10
+
+
+def test_unusable_base_url_is_a_spec_error():
+    # caught when the agent is built, not as an unexpected exception on every call
+    with pytest.raises(AgentSpecError, match="not a valid URL"):
+        load_agent(f"openai:http://127.0.0.1:{free_port()}/v1\x01#m", settings())
 
 
 def test_slow_server_times_out():

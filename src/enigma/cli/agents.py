@@ -37,17 +37,16 @@ def register(app: typer.Typer) -> None:
         params: Path = typer.Option(Path("params.yaml"), help="parameters file (section 'sample.agents')"),
     ):
         """Expose an agent as an OpenAI-compatible /v1/chat/completions endpoint."""
-        import os
-
         from enigma.agents import load_agent
+        from enigma.agents.apikey import read_api_key
         from enigma.agents.server import serve
 
         cfg = _config(params)
         api_key = None
         if api_key_env:
-            api_key = os.environ.get(api_key_env)
+            api_key = read_api_key(api_key_env).get()
             if not api_key:
-                raise ValueError(f"--api-key-env {api_key_env}: that environment variable is not set")
+                raise ValueError(f"--api-key-env {api_key_env}: that environment variable is not set (or blank)")
         agent = load_agent(spec, cfg.agents)
         serve(agent, model_name or spec, host=host, port=port, api_key=api_key)
 
