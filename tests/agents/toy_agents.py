@@ -145,3 +145,32 @@ class PreparingAgent(EchoAgent):
         self.calls += 1
         return super().respond(history, n, seed)
 
+
+# The text of the agent's exception, which ``enigma serve`` must keep to its own log.
+AGENT_SECRET = "connection string postgres://admin:hunter2@db.internal/prod"
+
+
+class MisbehavingAgent(EchoAgent):
+    """What a served agent can do wrong, chosen by the last text: HANG sleeps
+    ENIGMA_TEST_HANG_S seconds (default 30), RAISE raises an exception carrying AGENT_SECRET,
+    NONSTR answers numbers, SHORT one reply too few, NOTLIST a bare string."""
+
+    def respond(self, history, n=1, seed=None):
+        import time
+
+        last = history[-1].text if history else ""
+        if "HANG" in last:
+            time.sleep(float(os.environ.get("ENIGMA_TEST_HANG_S", "30")))
+        if "RAISE" in last:
+            raise RuntimeError(AGENT_SECRET)
+        if "NONSTR" in last:
+            return list(range(n))
+        if "SHORT" in last:
+            return super().respond(history, n, seed)[: n - 1]
+        if "NOTLIST" in last:
+            return "just one string"
+        return super().respond(history, n, seed)
+
+
+def misbehaving():
+    return MisbehavingAgent()
