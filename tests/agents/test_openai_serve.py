@@ -3,35 +3,25 @@ misbehaving HTTP servers (down, slow, garbage, flaky); the API key never leaks."
 
 from __future__ import annotations
 
-import json
 import logging
 import os
-import socket
-import subprocess
 import sys
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import httpx
 import pytest
 
-from enigma.agents import AgentCallError, load_agent
+from enigma.agents import AgentCallError, AgentSpecError, load_agent
 from enigma.agents.config import AgentSettings, OpenAISettings
 from enigma.contracts import Turn
 from enigma.sampling import SamplingAborted, run_sampling
 from tests.agents import toy_agents as T
+from tests.agents.serving import free_port, http_server, serve_process
 
 REPO = Path(__file__).resolve().parents[2]
 KEY = "sk-test-7f3a9c1e5b2d4f60-secret"
 HISTORY = [Turn("user", "hello there"), Turn("agent", "hi"), Turn("user", "how are you?")]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def settings(**kw) -> AgentSettings:
@@ -49,32 +39,11 @@ def served(tmp_path_factory):
     out = tmp / "server.log"
     env = dict(os.environ, PYTHONPATH=f"{REPO}:{REPO / 'src'}", ENIGMA_TEST_CALL_LOG=str(call_log),
                SERVE_KEY=KEY)
-    with out.open("w") as f:
-        proc = subprocess.Popen(
-            [sys.executable, "-c", "from enigma.cli import app; app()", "serve", "python:tests.agents.toy_agents:counting",
-             "--port", str(port), "--model-name", "counting", "--api-key-env", "SERVE_KEY",
-             "--params", str(tmp / "none.yaml")],
-            cwd=tmp, env=env, stdout=f, stderr=subprocess.STDOUT,
-        )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if httpx.get(f"{base}/health", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"enigma serve did not start: {out.read_text()}")
-            time.sleep(0.2)
+    argv = [sys.executable, "-c", "from enigma.cli import app; app()", "serve", "python:tests.agents.toy_agents:counting",
+            "--port", str(port), "--model-name", "counting", "--api-key-env", "SERVE_KEY",
+            "--params", str(tmp / "none.yaml")]
+    with serve_process(argv, port, tmp, env, out) as base:
         yield f"{base}/v1", call_log, out
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
 
 
 def test_models_and_completions(served, monkeypatch):
@@ -124,7 +93,7 @@ def test_api_key_never_appears(served, monkeypatch, tmp_path, caplog, capsys):
         wrong.respond(HISTORY)
     assert "401" in str(exc.value) and KEY not in str(exc.value)
     # a server that echoes the Authorization header back in an error: the message is scrubbed
-    echo_srv, echo_url = _http_server(lambda h: (500, h.headers.get("Authorization", "")))
+    echo_srv, echo_url = http_server(lambda h: (500, h.headers.get("Authorization", "")))
     try:
         monkeypatch.setenv("ENIGMA_OPENAI_API_KEY", KEY)
         leaky = load_agent(f"openai:{echo_url}#x", settings(max_retries=0))
@@ -155,31 +124,6 @@ def test_api_key_never_appears(served, monkeypatch, tmp_path, caplog, capsys):
 
 # ---- misbehaving servers ---------------------------------------------------------------------
 
-def _http_server(handler_fn):
-    """A real HTTP server on 127.0.0.1 whose POST answer is ``handler_fn(handler) -> (status, body)``."""
-
-    class H(BaseHTTPRequestHandler):
-        def do_POST(self):
-            self.rfile.read(int(self.headers.get("Content-Length", 0)))
-            status, body = handler_fn(self)
-            data = body.encode() if isinstance(body, str) else json.dumps(body).encode()
-            try:
-                self.send_response(status)
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-            except (BrokenPipeError, ConnectionResetError):
-                pass
-
-        def log_message(self, *a):
-            pass
-
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), H)
-    srv.daemon_threads = True
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-    return srv, f"http://127.0.0.1:{srv.server_address[1]}/v1"
-
-
 def _ok(n=1, text="fine"):
     return {"choices": [{"index": i, "message": {"role": "assistant", "content": text}} for i in range(n)]}
 
@@ -192,8 +136,14 @@ def test_server_down():
     assert time.monotonic() - t0 < 10
 
 
+def test_unusable_base_url_is_a_spec_error():
+    # caught when the agent is built, not as an unexpected exception on every call
+    with pytest.raises(AgentSpecError, match="not a valid URL"):
+        load_agent(f"openai:http://127.0.0.1:{free_port()}/v1\x01#m", settings())
+
+
 def test_slow_server_times_out():
-    srv, url = _http_server(lambda h: (time.sleep(1.5), (200, _ok()))[1])
+    srv, url = http_server(lambda h: (time.sleep(1.5), (200, _ok()))[1])
     try:
         agent = load_agent(f"openai:{url}#m", settings(timeout_s=0.3, max_retries=0))
         with pytest.raises(AgentCallError, match="timed out after 0.3s"):
@@ -208,7 +158,7 @@ def test_slow_server_times_out():
      ({"choices": [{"message": {"content": 5}}]}, "not a string")],
 )
 def test_garbage_answers(body, match):
-    srv, url = _http_server(lambda h: (200, body))
+    srv, url = http_server(lambda h: (200, body))
     try:
         with pytest.raises(AgentCallError, match=match):
             load_agent(f"openai:{url}#m", settings()).respond(HISTORY)
@@ -223,7 +173,7 @@ def test_retries_after_transient_errors_and_fills_ignored_n():
         calls.append(1)
         return (503, "busy") if len(calls) == 1 else (200, _ok(1, f"r{len(calls)}"))
 
-    srv, url = _http_server(answer)
+    srv, url = http_server(answer)
     try:
         # the first attempt fails with 503, then the server (like llama.cpp) answers one choice per request
         replies = load_agent(f"openai:{url}#m", settings(max_retries=2)).respond(HISTORY, n=3, seed=1)
@@ -233,7 +183,7 @@ def test_retries_after_transient_errors_and_fills_ignored_n():
 
 
 def test_empty_reply_is_a_recorded_failure(tmp_path):
-    srv, url = _http_server(lambda h: (200, _ok(1, "")))
+    srv, url = http_server(lambda h: (200, _ok(1, "")))
     try:
         table, _ = run_sampling(T.tiny_store(n_dialogues=1), f"openai:{url}#m", cache_dir=tmp_path,
                                 settings=settings(), max_consecutive_errors=100, progress=False)

@@ -4,23 +4,14 @@ and a builder for tiny experience stores."""
 from __future__ import annotations
 
 import os
-import random
 from pathlib import Path
 
 import pyarrow as pa
 
 from enigma.agents.errors import AgentCallError
+from enigma.agents.examples import EchoAgent  # answers from the last turn and the seed
 from enigma.store import schema as S
 from enigma.store.experience import ExperienceStore
-
-
-class EchoAgent:
-    """Answers from the last turn and the seed, so replies are checkable and seed-stable."""
-
-    def respond(self, history, n=1, seed=None):
-        last = history[-1].text if history else "<start>"
-        rng = random.Random(seed)
-        return [f"re: {last} [{rng.randrange(10**6)}]" for _ in range(n)]
 
 
 class CountingAgent(EchoAgent):
@@ -167,3 +158,33 @@ class DeterministicCounting(CountingAgent):
 
 def deterministic_counting():
     return DeterministicCounting()
+
+
+# The text of the agent's exception, which ``enigma serve`` must keep to its own log.
+AGENT_SECRET = "connection string postgres://admin:hunter2@db.internal/prod"
+
+
+class MisbehavingAgent(EchoAgent):
+    """What a served agent can do wrong, chosen by the last text: HANG sleeps
+    ENIGMA_TEST_HANG_S seconds (default 30), RAISE raises an exception carrying AGENT_SECRET,
+    NONSTR answers numbers, SHORT one reply too few, NOTLIST a bare string."""
+
+    def respond(self, history, n=1, seed=None):
+        import time
+
+        last = history[-1].text if history else ""
+        if "HANG" in last:
+            time.sleep(float(os.environ.get("ENIGMA_TEST_HANG_S", "30")))
+        if "RAISE" in last:
+            raise RuntimeError(AGENT_SECRET)
+        if "NONSTR" in last:
+            return list(range(n))
+        if "SHORT" in last:
+            return super().respond(history, n, seed)[: n - 1]
+        if "NOTLIST" in last:
+            return "just one string"
+        return super().respond(history, n, seed)
+
+
+def misbehaving():
+    return MisbehavingAgent()

@@ -1,4 +1,5 @@
-"""Typed settings for the agent kinds; they live under ``sample.agents`` in params.yaml."""
+"""Typed settings for the agent kinds (under ``sample.agents`` in params.yaml) and for
+``enigma serve`` (section ``serve``)."""
 
 from __future__ import annotations
 
@@ -55,3 +56,18 @@ class AgentSettings(_Strict):
     hf: HFSettings = HFSettings()
     openai: OpenAISettings = OpenAISettings()
     transcripts: TranscriptSettings = TranscriptSettings()
+
+
+class ServeSettings(_Strict):
+    """Section ``serve`` of params.yaml: the limits ``enigma serve`` puts on every request.
+
+    A section of its own rather than part of ``sample``: the DVC sampling stages depend on the
+    whole ``sample`` section, and a server limit changes no sample."""
+
+    # Larger request bodies are refused with 413 before they are parsed.
+    max_body_bytes: int = Field(1_000_000, ge=1)
+    # An agent call not answered within this (waiting for a free call slot included) gets 504.
+    request_timeout_s: float = Field(60.0, gt=0)
+    # Agent calls running at once. A call past its timeout cannot be stopped (it is a Python
+    # thread); it keeps its slot until it returns, so hung calls never pile up threads.
+    max_concurrent_calls: int = Field(8, ge=1)

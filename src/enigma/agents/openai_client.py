@@ -5,19 +5,19 @@ Timeouts, retries with exponential backoff and jitter (on connection errors, tim
 and 5xx), bounded concurrency (``concurrency`` requests in flight; the sampler uses as many
 threads). Servers that ignore ``n`` are asked again for the remainder.
 
-The API key is read from the environment variable named in the settings, sent only in the
-Authorization header, and scrubbed from every error message; ``repr`` shows only whether it
-is set.
+The API key is read from the environment variable named in the settings (stripped and checked
+there: ``enigma.agents.apikey``), sent only in the Authorization header, and scrubbed from every
+error message before anything is cut short; ``repr`` shows only whether it is set.
 """
 
 from __future__ import annotations
 
-import os
 import random
 import threading
 import time
 from typing import Any
 
+from enigma.agents.apikey import read_api_key
 from enigma.agents.config import OpenAISettings
 from enigma.agents.errors import AgentCallError, AgentSpecError
 from enigma.contracts import History
@@ -25,23 +25,6 @@ from enigma.contracts import History
 _ROLE = {"user": "user", "agent": "assistant"}
 _RETRY_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
 _SNIPPET = 200
-
-
-class _Secret:
-    """Holds the key so that no repr, str or f-string of the agent can show it."""
-
-    __slots__ = ("_value",)
-
-    def __init__(self, value: str | None):
-        self._value = value or None
-
-    def get(self) -> str | None:
-        return self._value
-
-    def __repr__(self) -> str:
-        return "<set>" if self._value else "<unset>"
-
-    __str__ = __repr__
 
 
 class OpenAIAgent:
@@ -54,7 +37,11 @@ class OpenAIAgent:
         self.base_url = base_url.rstrip("/")
         self.model = model
         self.url = f"{self.base_url}/chat/completions"
-        self._key = _Secret(os.environ.get(self.settings.api_key_env))
+        try:
+            httpx.URL(self.url)
+        except httpx.InvalidURL as exc:
+            raise AgentSpecError(f"openai agent at {base_url!r}: not a valid URL ({exc})") from None
+        self._key = read_api_key(self.settings.api_key_env)
         self.concurrency = self.settings.concurrency
         self._sem = threading.BoundedSemaphore(self.settings.concurrency)
         self._client = httpx.Client(
@@ -63,12 +50,12 @@ class OpenAIAgent:
         )
 
     # ---- helpers -------------------------------------------------------------------------
-    def _scrub(self, text: str) -> str:
-        key = self._key.get()
-        return text.replace(key, "***") if key else text
+    def _snippet(self, text: str) -> str:
+        # scrubbed first: a cut could split the key into pieces the scrub no longer sees whole
+        return repr(self._key.scrub(text)[:_SNIPPET])
 
     def _fail(self, msg: str) -> AgentCallError:
-        return AgentCallError(self._scrub(f"{self.url} (model {self.model!r}): {msg}"))
+        return AgentCallError(self._key.scrub(f"{self.url} (model {self.model!r}): {msg}"))
 
     def _headers(self) -> dict[str, str]:
         key = self._key.get()
@@ -89,14 +76,19 @@ class OpenAIAgent:
             except httpx.TimeoutException:
                 last = f"timed out after {s.timeout_s:g}s"
                 continue
-            except httpx.TransportError as exc:
+            except httpx.LocalProtocolError as exc:  # our own request is malformed: asking again cannot help
+                raise self._fail(f"request refused by the HTTP client, not sent ({type(exc).__name__}: {exc})") from None
+            except httpx.ConnectError as exc:
                 last = f"cannot connect ({type(exc).__name__}: {exc})"
                 continue
+            except httpx.TransportError as exc:  # connected, then the exchange broke off
+                last = f"connection failed ({type(exc).__name__}: {exc})"
+                continue
             if r.status_code in _RETRY_STATUS:
-                last = f"HTTP {r.status_code}: {r.text[:_SNIPPET]!r}"
+                last = f"HTTP {r.status_code}: {self._snippet(r.text)}"
                 continue
             if r.status_code >= 400:
-                raise self._fail(f"HTTP {r.status_code}: {r.text[:_SNIPPET]!r}")
+                raise self._fail(f"HTTP {r.status_code}: {self._snippet(r.text)}")
             return self._parse(r)
         raise self._fail(f"no answer after {s.max_retries + 1} attempt(s); last: {last}")
 
@@ -104,10 +96,10 @@ class OpenAIAgent:
         try:
             data = r.json()
         except ValueError:
-            raise self._fail(f"answer is not JSON: {r.text[:_SNIPPET]!r}") from None
+            raise self._fail(f"answer is not JSON: {self._snippet(r.text)}") from None
         choices = data.get("choices") if isinstance(data, dict) else None
         if not isinstance(choices, list) or not choices:
-            raise self._fail(f"answer has no 'choices' list: {str(data)[:_SNIPPET]!r}")
+            raise self._fail(f"answer has no 'choices' list: {self._snippet(str(data))}")
         out = []
         for i, choice in enumerate(choices):
             message = choice.get("message") if isinstance(choice, dict) else None
@@ -115,7 +107,7 @@ class OpenAIAgent:
             if content is not None and not isinstance(content, str):
                 raise self._fail(f"choices[{i}].message.content is {type(content).__name__}, not a string")
             if content is None and not isinstance(message, dict):
-                raise self._fail(f"choices[{i}] has no message: {str(choice)[:_SNIPPET]!r}")
+                raise self._fail(f"choices[{i}] has no message: {self._snippet(str(choice))}")
             out.append(content or "")  # an empty reply is reported by the sampler per sample
         return out
 

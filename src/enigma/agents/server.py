@@ -3,17 +3,29 @@
 Routes: ``GET /v1/models``, ``POST /v1/chat/completions`` (``n`` and ``seed`` honoured; system
 messages are dropped because the agent interface has no system turn), ``GET /health``.
 When ``api_key`` is given, requests must carry it as a Bearer token.
+
+The limits come from ``ServeSettings`` (params section ``serve``): bodies over
+``max_body_bytes`` get 413; agent calls run in their own threads, at most
+``max_concurrent_calls`` at once, and one not answered within ``request_timeout_s`` gets 504,
+so a hung agent never holds up ``/health`` (which runs on the event loop). An agent's failure
+or malformed answer is logged here with an error id; the client gets a generic message and
+that id, never the agent's own exception text.
 """
 
-
+import asyncio
 import hmac
+import logging
+import threading
 import time
 import uuid
-from typing import Any
+from typing import Any, Callable
 
+from enigma.agents.config import ServeSettings
 from enigma.contracts import Turn
 
 MAX_N = 64
+
+log = logging.getLogger(__name__)
 
 
 def _content_text(content: Any, where: str) -> str:
@@ -46,14 +58,111 @@ def history_from_messages(messages: Any) -> list[Turn]:
     return turns
 
 
-def create_app(agent: Any, model_name: str, api_key: str | None = None):
-    from fastapi import FastAPI, Request
+class _BodyLimit:
+    """ASGI middleware: reads a request body up to ``max_bytes`` and answers 413 past that,
+    whether the size is declared (Content-Length) or not (chunked)."""
+
+    def __init__(self, app, max_bytes: int):
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        declared = dict(scope["headers"]).get(b"content-length", b"")
+        if declared.isdigit() and int(declared) > self.max_bytes:
+            return await self._refuse(scope, receive, send)
+        chunks, size = [], 0
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":  # the client went away
+                return
+            chunks.append(message.get("body", b""))
+            size += len(chunks[-1])
+            if size > self.max_bytes:
+                return await self._refuse(scope, receive, send)
+            if not message.get("more_body"):
+                break
+        body, delivered = b"".join(chunks), False
+
+        async def replay():
+            nonlocal delivered
+            if delivered:
+                return await receive()
+            delivered = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        await self.app(scope, replay, send)
+
+    async def _refuse(self, scope, receive, send):
+        message = f"request body over the limit of {self.max_bytes} bytes (serve.max_body_bytes)"
+        await _error(413, message, "invalid_request_error")(scope, receive, send)
+
+
+def _error(status: int, message: str, kind: str, error_id: str | None = None):
     from fastapi.responses import JSONResponse
 
-    app = FastAPI(title=f"enigma serve: {model_name}")
+    err = {"message": message, "type": kind}
+    if error_id:
+        err["id"] = error_id
+    return JSONResponse(status_code=status, content={"error": err})
 
-    def error(status: int, message: str, kind: str) -> JSONResponse:
-        return JSONResponse(status_code=status, content={"error": {"message": message, "type": kind}})
+
+class _AgentCalls:
+    """Runs agent calls off the event loop, each in a daemon thread (a hung one never blocks
+    shutdown), at most ``slots`` at a time, each within ``timeout_s``. A call past its timeout
+    is abandoned, not stopped (Python cannot stop a thread): it frees its slot only when it
+    returns."""
+
+    def __init__(self, slots: int, timeout_s: float):
+        self.timeout_s = timeout_s
+        self._slots = asyncio.Semaphore(slots)
+
+    async def run(self, fn: Callable[[], Any]) -> tuple[bool, Any]:
+        """``(True, result)`` or ``(False, exception)``; raises ``TimeoutError`` past the timeout."""
+        loop = asyncio.get_running_loop()
+        async with asyncio.timeout(self.timeout_s):
+            await self._slots.acquire()
+            done = loop.create_future()
+
+            def finish(outcome: tuple[bool, Any]) -> None:
+                self._slots.release()
+                if not done.done():  # cancelled when the caller timed out
+                    done.set_result(outcome)
+
+            def work() -> None:
+                try:
+                    outcome = (True, fn())
+                except BaseException as exc:  # reported to the caller, whatever it is
+                    outcome = (False, exc)
+                try:
+                    loop.call_soon_threadsafe(finish, outcome)
+                except RuntimeError:  # the loop is gone: the server has shut down
+                    pass
+
+            threading.Thread(target=work, name="enigma-agent-call", daemon=True).start()
+            return await done
+
+
+def _reply_problem(replies: Any, n: int) -> str | None:
+    """What is wrong with an agent's answer to a request for ``n`` replies, or None."""
+    if not isinstance(replies, (list, tuple)):
+        return f"respond() returned {type(replies).__name__}, not a list of strings"
+    if len(replies) < n:
+        return f"respond() returned {len(replies)} replies, {n} requested"
+    for i, text in enumerate(replies[:n]):
+        if not isinstance(text, str):
+            return f"reply {i} is {type(text).__name__}, not a string"
+    return None
+
+
+def create_app(agent: Any, model_name: str, api_key: str | None = None, settings: ServeSettings | None = None):
+    from fastapi import FastAPI, Request
+
+    settings = settings or ServeSettings()
+    app = FastAPI(title=f"enigma serve: {model_name}")
+    app.add_middleware(_BodyLimit, max_bytes=settings.max_body_bytes)
+    calls = _AgentCalls(settings.max_concurrent_calls, settings.request_timeout_s)
 
     def authorised(request: Request) -> bool:
         if not api_key:
@@ -61,20 +170,23 @@ def create_app(agent: Any, model_name: str, api_key: str | None = None):
         given = request.headers.get("authorization", "")
         return hmac.compare_digest(given.encode(), f"Bearer {api_key}".encode())
 
+    def agent_error(status: int, kind: str, what: str, error_id: str):
+        return _error(status, f"{what} (error id {error_id}; the details are in the server's log)", kind, error_id)
+
     @app.get("/health")
-    def health() -> dict:
+    async def health() -> dict:  # on the event loop: it never waits for a thread
         return {"status": "ok", "model": model_name}
 
     @app.get("/v1/models")
-    def models(request: Request):
+    async def models(request: Request):
         if not authorised(request):
-            return error(401, "missing or wrong API key", "authentication_error")
+            return _error(401, "missing or wrong API key", "authentication_error")
         return {"object": "list", "data": [{"id": model_name, "object": "model", "created": 0, "owned_by": "enigma"}]}
 
     @app.post("/v1/chat/completions")
-    def chat(request: Request, body: dict[str, Any]):  # a plain def: fastapi runs it in a worker thread
+    async def chat(request: Request, body: dict[str, Any]):
         if not authorised(request):
-            return error(401, "missing or wrong API key", "authentication_error")
+            return _error(401, "missing or wrong API key", "authentication_error")
         try:
             history = history_from_messages(body.get("messages"))
             n = body.get("n", 1)
@@ -84,11 +196,20 @@ def create_app(agent: Any, model_name: str, api_key: str | None = None):
             if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool)):
                 raise ValueError(f"seed: expected an integer, got {seed!r}")
         except ValueError as exc:
-            return error(400, str(exc), "invalid_request_error")
+            return _error(400, str(exc), "invalid_request_error")
+        error_id = uuid.uuid4().hex[:12]
         try:
-            replies = agent.respond(history, n=n, seed=seed)
-        except Exception as exc:  # the agent's failure, reported to the client rather than a bare 500
-            return error(500, f"agent failed: {type(exc).__name__}: {exc}", "server_error")
+            ok, replies = await calls.run(lambda: agent.respond(history, n=n, seed=seed))
+        except TimeoutError:
+            log.error("error id %s: the agent did not answer within %gs (n=%d)", error_id, calls.timeout_s, n)
+            return agent_error(504, "timeout", f"the agent did not answer within {calls.timeout_s:g}s", error_id)
+        if not ok:
+            log.error("error id %s: the agent failed", error_id, exc_info=replies)
+            return agent_error(500, "server_error", "the agent failed", error_id)
+        problem = _reply_problem(replies, n)
+        if problem:
+            log.error("error id %s: the agent's answer is malformed: %s", error_id, problem)
+            return agent_error(500, "server_error", "the agent returned a malformed answer", error_id)
         return {
             "id": f"chatcmpl-{uuid.uuid4().hex}",
             "object": "chat.completion",
@@ -96,7 +217,7 @@ def create_app(agent: Any, model_name: str, api_key: str | None = None):
             "model": model_name,
             "choices": [
                 {"index": i, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
-                for i, text in enumerate(replies)
+                for i, text in enumerate(replies[:n])
             ],
         }
 
@@ -104,7 +225,14 @@ def create_app(agent: Any, model_name: str, api_key: str | None = None):
 
 
 def serve(agent: Any, model_name: str, host: str = "127.0.0.1", port: int = 8000, api_key: str | None = None,
-          log_level: str = "info") -> None:
-    import uvicorn
+          log_level: str = "info", settings: ServeSettings | None = None) -> None:
+    import copy
 
-    uvicorn.run(create_app(agent, model_name, api_key), host=host, port=port, log_level=log_level)
+    import uvicorn
+    from uvicorn.config import LOGGING_CONFIG
+
+    # this module's log (agent failures with their tracebacks) goes where uvicorn's own goes
+    log_config = copy.deepcopy(LOGGING_CONFIG)
+    log_config["loggers"]["enigma"] = {"handlers": ["default"], "level": "INFO", "propagate": False}
+    uvicorn.run(create_app(agent, model_name, api_key, settings), host=host, port=port, log_level=log_level,
+                log_config=log_config)

@@ -34,22 +34,25 @@ def register(app: typer.Typer) -> None:
         api_key_env: Optional[str] = typer.Option(
             None, "--api-key-env", help="require the key held in this environment variable as a Bearer token"
         ),
-        params: Path = typer.Option(Path("params.yaml"), help="parameters file (section 'sample.agents')"),
+        params: Path = typer.Option(
+            Path("params.yaml"), help="parameters file (sections 'sample.agents' and 'serve')"
+        ),
     ):
         """Expose an agent as an OpenAI-compatible /v1/chat/completions endpoint."""
-        import os
-
         from enigma.agents import load_agent
+        from enigma.agents.apikey import read_api_key
+        from enigma.agents.config import ServeSettings
         from enigma.agents.server import serve
 
         cfg = _config(params)
+        serve_cfg = _section(ServeSettings, "serve", params)
         api_key = None
         if api_key_env:
-            api_key = os.environ.get(api_key_env)
+            api_key = read_api_key(api_key_env).get()
             if not api_key:
-                raise ValueError(f"--api-key-env {api_key_env}: that environment variable is not set")
+                raise ValueError(f"--api-key-env {api_key_env}: that environment variable is not set (or blank)")
         agent = load_agent(spec, cfg.agents)
-        serve(agent, model_name or spec, host=host, port=port, api_key=api_key)
+        serve(agent, model_name or spec, host=host, port=port, api_key=api_key, settings=serve_cfg)
 
     @app.command("sample")
     @user_errors
@@ -91,9 +94,14 @@ def register(app: typer.Typer) -> None:
 
 
 def _config(params: Path):
-    from enigma.params import section
     from enigma.sampling.config import SampleConfig
 
+    return _section(SampleConfig, "sample", params)
+
+
+def _section(model, name: str, params: Path):
+    from enigma.params import section
+
     if not params.is_file():  # the CLI works outside a project too, on defaults
-        return SampleConfig()
-    return section(SampleConfig, "sample", params)
+        return model()
+    return section(model, name, params)
