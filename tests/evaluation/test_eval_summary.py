@@ -73,6 +73,16 @@ def test_collapsed_estimator_is_flagged_in_the_summary():
     assert any("collapse" in f for f in e["flags"])
 
 
+def test_runs_that_did_not_converge_are_flagged():
+    results, truth = _tables({"enigma": 0.01, "bleu": 0.2})
+    diag = {"a1": {"all": {"converged": False, "grad_max": 53.0}}, "a4": {"all": {"converged": True}}}
+    results["diagnostics"] = [json.dumps(diag.get(a, {"all": {"converged": True}})) if e == "enigma" else None
+                              for e, a in zip(results.estimator, results.agent_id)]
+    s, _ = build_summary(results, truth, "toy", FAST)
+    assert s["estimators"]["enigma"]["not_converged"] == ["a1"] and s["estimators"]["bleu"]["not_converged"] == []
+    assert any("did not converge for 1 of 8 agent(s): a1" in f for f in s["estimators"]["enigma"]["flags"])
+
+
 def test_error_rows_are_reported_not_dropped():
     results, truth = _tables({"enigma": 0.01})
     results.loc[results.agent_id == "a2", "estimate"] = np.nan

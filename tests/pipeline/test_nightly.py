@@ -1,12 +1,16 @@
 from __future__ import annotations
 
 import json
+import os
+import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
 from flows.nightly import main, nightly
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _registry(path: Path, names: list[str]) -> None:
@@ -57,7 +61,7 @@ def test_one_dead_agent_fails_alone_and_is_retried_the_next_night(workspace, cap
     from mlflow import MlflowClient
 
     from flows.nightly import AgentsFailed
-    from tests.serving import enigma_serve, free_port
+    from tests.agents.serving import free_port, serve_process
 
     cfg = workspace["cfg"]
     # The dead agent: a real OpenAI-kind agent whose server is down (nothing listens on the port).
@@ -75,7 +79,7 @@ def test_one_dead_agent_fails_alone_and_is_retried_the_next_night(workspace, cap
     first = failure.result
     assert first["evaluated"] == ["newcomer_short"] and set(first["failed"]) == {"comeback"}
     reason = first["failed"]["comeback"]["sampling"]
-    assert reason.startswith("SamplingAborted: sampling openai:") and "states failed in a row" in reason
+    assert reason.startswith("SamplingAborted: agent openai:") and "calls failed in a row" in reason
 
     report = json.loads(Path(first["report"]).read_text())
     assert report["failed"] == ["comeback"]
@@ -100,7 +104,11 @@ def test_one_dead_agent_fails_alone_and_is_retried_the_next_night(workspace, cap
     assert set(json.loads(seen_file.read_text())["agents"]) == {"newcomer_short"}
 
     # The night after, its server is up: only the failed agent is tried again, scored and marked seen.
-    with enigma_serve("python:tests.pipeline.pipeline_agents:newcomer_long", port, workspace["root"], "--model-name", "m"):
+    root = Path(workspace["root"])
+    serve = [sys.executable, "-c", "from enigma.cli import app; app()", "serve", "python:tests.pipeline.pipeline_agents:newcomer_long",
+             "--port", str(port), "--model-name", "m", "--params", str(root / "no-params.yaml")]
+    env = dict(os.environ, PYTHONPATH=f"{REPO}:{REPO / 'src'}")
+    with serve_process(serve, port, root, env, root / "server.log"):
         second = nightly(workspace["params"])
     assert second["evaluated"] == ["comeback"] and second["failed"] == {}
     estimates = json.loads(Path(second["report"]).read_text())["agents"]["comeback"]["estimates"]

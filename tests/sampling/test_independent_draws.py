@@ -97,7 +97,7 @@ def test_calls_are_capped_and_the_draws_do_not_depend_on_run_order(tmp_path):
 
 def test_more_samples_later_keep_the_cached_ones_and_add_fresh_draws(tmp_path):
     store = T.tiny_store(n_dialogues=6)
-    spec = "python:tests.agents.toy_agents:echo"
+    spec = "python:tests.agents.toy_agents:counting"
     one = sample_targets(store, spec, n_samples=1, cache_dir=tmp_path, progress=False)
     T.CountingAgent.calls = 0
     two, stats = run_sampling(store, spec, agent=T.CountingAgent(), n_samples=2, cache_dir=tmp_path, progress=False)

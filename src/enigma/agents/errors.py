@@ -10,3 +10,9 @@ class AgentSpecError(ValueError):
 class AgentCallError(RuntimeError):
     """One call to an agent failed (server down, garbage answer, empty reply). The sampler
     records it for that state and carries on."""
+
+
+class AgentUnavailable(RuntimeError):
+    """The agent cannot be used at all: its factory raised, or its calls fail one after the
+    other (a server that is down). Every command reports it the same way: one line that names
+    the agent spec, and exit code 2."""

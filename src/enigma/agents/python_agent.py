@@ -6,7 +6,7 @@ import importlib
 import inspect
 from typing import Any
 
-from enigma.agents.errors import AgentSpecError
+from enigma.agents.errors import AgentSpecError, AgentUnavailable
 from enigma.agents.fingerprint import tree_identity
 from enigma.agents.spec import AgentSpec
 
@@ -30,7 +30,10 @@ def load_python_agent(spec: AgentSpec) -> Any:
         ) from exc
     except ValueError:  # no signature available (some builtins): just try it
         pass
-    agent = factory()
+    try:
+        agent = factory()
+    except Exception as exc:  # a factory that raises is an agent that cannot run, not a crash of ours
+        raise AgentUnavailable(f"agent {spec.raw}: its factory {module_name}.{factory_name}() raised {type(exc).__name__}: {exc}") from exc
     if not callable(getattr(agent, "respond", None)):
         raise AgentSpecError(
             f"agent spec {spec.raw!r}: {module_name}.{factory_name}() returned {type(agent).__name__}, "

@@ -13,10 +13,11 @@ from enigma.cli.errors import USER_ERRORS, user_errors
 
 
 def _register_errors() -> None:
+    from enigma.agents.errors import AgentUnavailable
     from enigma.params import ParamsError
     from enigma.store.experience import StoreError
 
-    for err in (ParamsError, StoreError):
+    for err in (ParamsError, StoreError, AgentUnavailable):
         if err not in USER_ERRORS:
             USER_ERRORS.append(err)
 
@@ -68,17 +69,13 @@ def register(app: typer.Typer) -> None:
         quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress bar"),
     ):
         """Sample the target agent's replies at every logged agent turn of a store (cached, resumable)."""
-        from enigma.sampling import SamplingAborted, run_sampling
+        from enigma.sampling import run_sampling
 
         cfg = _config(params)
         n = n_samples if n_samples is not None else cfg.n_samples
         s = seed if seed is not None else cfg.seed
         options = dict(cfg.run_options(), n_samples=n, seed=s, cache_dir=cache_dir or cfg.cache_dir)
-        try:
-            table, stats = run_sampling(store, spec, exclude_agents=exclude_agent, progress=not quiet, **options)
-        except SamplingAborted as exc:
-            typer.echo(f"error: {exc}", err=True)
-            raise typer.Exit(2)
+        table, stats = run_sampling(store, spec, exclude_agents=exclude_agent, progress=not quiet, **options)
         import pyarrow.parquet as pq
 
         if out is None:

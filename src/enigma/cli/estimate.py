@@ -1,9 +1,14 @@
 """``enigma estimate``: ENIGMA estimates of one or more target agents from an experience store.
 
 Writes ``<out>/estimates.json`` (``{"targets": {name: {rating: {estimate, unnormalised, ess}}},
-"diagnostics": {name: ...}}``), one learning-curve CSV per target under ``<out>/curves/`` and
-one result file per target under ``<out>/targets/``; a rerun with the same settings reuses the
-finished targets (so an interrupted run resumes).
+"converged": {name: true | false | null}, "diagnostics": {name: ...}}``), one learning-curve CSV
+per target under ``<out>/curves/`` and one result file per target under ``<out>/targets/``; a
+rerun with the same settings reuses the finished targets (so an interrupted run resumes).
+
+An estimate whose solver did not converge is written, flagged ``converged: false``, shown as NOT
+CONVERGED, and the command exits 3: such a number is never reported silently. A run that
+diverges (zeta not finite, collapsed or exploded) and an agent that cannot be used exit 2 with
+one line that says why.
 """
 
 from __future__ import annotations
@@ -17,14 +22,17 @@ import typer
 
 from enigma.cli.errors import USER_ERRORS, user_errors
 
+EXIT_NOT_CONVERGED = 3
+
 
 def _register_errors() -> None:
+    from enigma.agents.errors import AgentUnavailable
+    from enigma.ope.guards import DiceDivergence
     from enigma.ope.padding import PaddingError
-    from enigma.ope.trainer import DiceDivergence
     from enigma.params import ParamsError
     from enigma.store.experience import StoreError
 
-    for exc in (ParamsError, StoreError, PaddingError, DiceDivergence):
+    for exc in (ParamsError, StoreError, PaddingError, DiceDivergence, AgentUnavailable):
         if exc not in USER_ERRORS:
             USER_ERRORS.append(exc)
 
@@ -50,11 +58,13 @@ def run_estimate(
     params: Path,
     preset: str | None = None,
     encoder: str | None = None,
-    n_samples: int = 1,
-    seed: int = 0,
+    n_samples: int | None = None,
+    seed: int | None = None,
     cache_dir: Path | None = None,
     progress: bool = True,
 ) -> dict:
+    """Estimate every target; ``n_samples``, ``seed`` and ``cache_dir`` override the ``sample``
+    section (``cache_dir`` holds ``samples/`` and ``embeddings/``)."""
     import pyarrow.parquet as pq
 
     from enigma.contracts import HeldOutAgent
@@ -81,11 +91,24 @@ def run_estimate(
 
         torch.set_num_threads(cfg.torch_threads)
     store = ExperienceStore.open(experience)
+    if not store.rating_names:
+        raise ValueError(
+            f"{experience}: the store has no ratings, so there is nothing to estimate (ENIGMA estimates each rating "
+            "of the logged dialogues; ingest them with their scales, e.g. --scale overall=1:5)"
+        )
     excluded = set(exclude_agents)
     unknown = excluded - set(store.agents())
     if unknown:
         raise ValueError(f"--exclude-agents: {sorted(unknown)} not agents of {experience} (have {store.agents()})")
     all_params = load_params(params) if params.is_file() else {}
+    from enigma.sampling.config import SampleConfig
+
+    try:
+        sample_cfg = SampleConfig.model_validate(all_params.get("sample") or {})
+    except ValueError as exc:
+        raise ParamsError(f"{params}: section 'sample': {exc}") from exc
+    overrides = {"n_samples": n_samples, "seed": seed, "cache_dir": str(cache_dir / "samples") if cache_dir else None}
+    sample_cfg = sample_cfg.model_copy(update={k: v for k, v in overrides.items() if v is not None})
     # Embeddings live where the encode stage keeps them, so a study re-encodes nothing.
     embed_dir = cache_dir / "embeddings" if cache_dir else ((all_params.get("encode") or {}).get("cache") or {}).get("cache_dir")
     from enigma.encoders.config import EncodeConfig
@@ -96,7 +119,8 @@ def run_estimate(
         raise ParamsError(f"{params}: section 'encode': {exc}") from exc
     estimator = EnigmaEstimator(cfg, cache_dir=embed_dir, encode=encode, progress=progress)
     settings_hash = hashlib.blake2b(
-        json.dumps([estimator.fingerprint(), str(experience.resolve()), sorted(excluded), n_samples, seed], sort_keys=True).encode(),
+        json.dumps([estimator.fingerprint(), str(experience.resolve()), sorted(excluded), sample_cfg.n_samples, sample_cfg.seed],
+                   sort_keys=True).encode(),
         digest_size=8,
     ).hexdigest()
     (out / "targets").mkdir(parents=True, exist_ok=True)
@@ -115,10 +139,7 @@ def run_estimate(
         if name in targets:
             from enigma.sampling import sample_targets
 
-            table = sample_targets(
-                exp, targets[name], n_samples=n_samples, seed=seed,
-                cache_dir=cache_dir / "samples" if cache_dir else "cache/samples", progress=progress,
-            )
+            table = sample_targets(exp, targets[name], progress=progress, **sample_cfg.run_options())
         else:
             path = Path(target_actions[name])
             if not path.is_file():
@@ -133,6 +154,7 @@ def run_estimate(
         record = {
             "settings": settings_hash,
             "estimates": {r: {k: e[k] for k in ("estimate", "unnormalised", "ess")} for r, e in result.estimates.items()},
+            "converged": result.converged,
             "diagnostics": dict(result.diagnostics, excluded_agents=sorted(drop)),
         }
         record = _nan_to_null(record)  # a rating no dialogue has: null, never a bare NaN in JSON
@@ -140,10 +162,18 @@ def run_estimate(
         results[name] = record
     summary = {
         "targets": {n: r["estimates"] for n, r in results.items()},
+        "converged": {n: r.get("converged") for n, r in results.items()},
         "diagnostics": {n: r["diagnostics"] for n, r in results.items()},
     }
     (out / "estimates.json").write_text(json.dumps(_nan_to_null(summary), indent=2, allow_nan=False) + "\n")
     return summary
+
+
+def _why_not(diagnostics: dict) -> str:
+    runs = [d for d in diagnostics.values() if isinstance(d, dict) and d.get("converged") is False]
+    d = runs[0] if runs else {}
+    return (f"{d.get('iterations')} iterations, max |gradient| {d.get('grad_max', float('nan')):.2g}, "
+            f"max |E_D[zeta|slot] - 1| {d.get('mass_gap_max', float('nan')):.2g}")
 
 
 def _nan_to_null(obj):
@@ -181,8 +211,8 @@ def register(app: typer.Typer) -> None:
         params: Path = typer.Option(Path("params.yaml"), help="parameters file (section 'dice')"),
         preset: Optional[str] = typer.Option(None, help="DICE preset (default, paper, dualdice, gendice, bestdice)"),
         encoder: Optional[str] = typer.Option(None, help="onehot, frozen or finetune (params: dice.encoder)"),
-        n_samples: int = typer.Option(1, "--n-samples", "-n", help="target replies per logged state"),
-        seed: int = typer.Option(0, help="sampling seed"),
+        n_samples: Optional[int] = typer.Option(None, "--n-samples", "-n", help="target replies per logged state (params: sample.n_samples)"),
+        seed: Optional[int] = typer.Option(None, help="sampling seed (params: sample.seed)"),
         cache_dir: Optional[Path] = typer.Option(None, help="cache folder (embeddings, samples)"),
         quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress bars"),
     ) -> None:
@@ -194,7 +224,13 @@ def register(app: typer.Typer) -> None:
             n_samples, seed, cache_dir, progress=not quiet,
         )
         for name, ests in summary["targets"].items():
+            verdict = {False: "  NOT CONVERGED: " + _why_not(summary["diagnostics"][name]), None: ""}.get(summary["converged"][name], "")
             typer.echo(name + ": " + ", ".join(
                 f"{r}=" + ("n/a" if e["estimate"] is None else f"{e['estimate']:.4f}") + f" (ess {e['ess']:.0f})" for r, e in ests.items()
-            ))
+            ) + verdict)
         typer.echo(f"wrote {out / 'estimates.json'}")
+        stuck = [n for n, c in summary["converged"].items() if c is False]
+        if stuck:
+            typer.echo(f"error: the solver did not converge for {', '.join(stuck)}: those estimates are flagged "
+                       "converged: false in estimates.json and are not to be trusted", err=True)
+            raise typer.Exit(EXIT_NOT_CONVERGED)

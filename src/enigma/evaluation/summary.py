@@ -60,6 +60,21 @@ def _merge_labels(values) -> dict[str, str]:
     return out
 
 
+def not_converged(group: pd.DataFrame) -> list[str]:
+    """The agents whose run says ``converged: false`` in its diagnostics (any of its runs)."""
+    if "diagnostics" not in group:
+        return []
+    out = []
+    for agent, diag in group.drop_duplicates("agent_id")[["agent_id", "diagnostics"]].itertuples(index=False):
+        try:
+            d = json.loads(diag) if isinstance(diag, str) else (diag or {})
+        except json.JSONDecodeError:
+            continue
+        if any(isinstance(v, dict) and v.get("converged") is False for v in d.values()):
+            out.append(agent)
+    return sorted(out)
+
+
 def build_summary(
     results: pd.DataFrame,
     truth: pd.DataFrame,
@@ -115,6 +130,13 @@ def build_summary(
         entry["labels"] = dict(info.get("labels") or _merge_labels(group["labels"]))
         entry["n_agents"] = len(score.agents)
         entry["flags"] = list(score.flags)
+        stuck = not_converged(group)
+        entry["not_converged"] = stuck
+        if stuck:
+            entry["flags"].append(
+                f"the solver did not converge for {len(stuck)} of {group['agent_id'].nunique()} agent(s): "
+                f"{', '.join(stuck)} (their estimates are the last iterate, not a solution)"
+            )
         estimators[name] = entry
 
     lookup = {

@@ -174,6 +174,15 @@ class EnigmaResult:
     curves: dict[str, list[dict[str, Any]]]  # run name ("all" or the rating) -> learning curve
     runs: dict[str, DiceRun] = field(default_factory=dict, repr=False)
 
+    @property
+    def converged(self) -> bool | None:
+        """Whether every run's solver met its convergence criterion; None where the solver has
+        none (gradient descent-ascent without a stopping rule)."""
+        flags = [r.solver.get("converged") for r in self.runs.values()]
+        if any(f is False for f in flags):
+            return False
+        return True if flags and all(f is True for f in flags) else None
+
 
 class EnigmaEstimator:
     """Implements ``enigma.contracts.Estimator`` (regime: replies at logged states)."""

@@ -29,7 +29,7 @@ from typing import Any, Iterable, Literal
 import pyarrow as pa
 
 from enigma.agents import AgentSettings, approximation_label, fingerprint, load_agent, state_hash
-from enigma.agents.errors import AgentCallError
+from enigma.agents.errors import AgentCallError, AgentUnavailable
 from enigma.contracts import Turn
 from enigma.sampling.cache import SampleCache
 from enigma.store.experience import ExperienceStore
@@ -56,7 +56,7 @@ MAX_ERROR_CHARS = 500
 DrawMode = Literal["keyed", "state", "occurrence"]
 
 
-class SamplingAborted(RuntimeError):
+class SamplingAborted(AgentUnavailable):
     """Too many consecutive failures: the agent looks down. What was sampled is on disk."""
 
 
@@ -317,7 +317,7 @@ def run_sampling(
                     bar.set_postfix(failed=stats.n_failed, rate=f"{stats.n_called / max(elapsed, 1e-9):.2f}/s")
                 if consecutive >= max_consecutive_errors:
                     raise SamplingAborted(
-                        f"sampling {agent_spec}: {consecutive} calls failed in a row, stopping "
+                        f"agent {agent_spec}: {consecutive} calls failed in a row, stopping "
                         f"(last error: {rows[-1]['error']}); {stats.n_called - consecutive} calls "
                         f"of this run are cached in {cache.dir}, rerun to resume"
                     )
