@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pyarrow.compute as pc
 import pytest
 
@@ -104,6 +106,24 @@ def test_sampling_with_transcripts_is_labelled(see_stores, settings, tmp_path):
     assert table.column("error").null_count == table.num_rows > 0
     assert table.schema.metadata[b"enigma.sampling.approximation"].decode() == approximation_label(spec)
     assert "approximation" in approximation_label(spec)
+
+
+def test_every_bot_opened_chat_gets_its_own_opening(raw_data, see_stores, settings, tmp_path):
+    """Half the See 2019 chats are opened by the bot from the same empty history: each of them
+    is a visit of that state, so the stand-in draws an opening for each (it used to give one
+    opening to all of them)."""
+    selfplay, _ = see_stores
+    from enigma.params import section
+
+    cfg = section(IngestConfig, "ingest", Path(__file__).resolve().parents[2] / "params.yaml", progress=False)
+    logs = read("see2019", raw_data / "see2019_convai2_humaneval" / "evallog" / "baseline_model.jsonl", cfg)
+    store = ExperienceStore(logs.dialogues, logs.turns)
+    spec = f"transcripts:{selfplay}?agent={AGENT}"
+    table = sample_targets(store, spec, cache_dir=tmp_path, settings=settings, progress=False)
+    agent = load_agent(spec, settings)
+    opened = [r for r in table.to_pylist() if r["turn_index"] == 0]
+    assert len(opened) >= 20 and len(set(agent.openings)) > 1
+    assert len({r["text"] for r in opened}) > 1 and {r["text"] for r in opened} <= set(agent.openings)
 
 
 def test_bad_transcript_specs(see_stores, settings, tmp_path):

@@ -220,3 +220,19 @@ def test_onehot_exact_nu_is_exact_on_the_tabular_problem(policy_index):
     want = np.array([last[d] for d in store.dialogues.column("dialog_id").to_pylist()])
     assert np.mean(np.abs(run.zeta_last - want)) / np.mean(want) < 0.01
     assert result.diagnostics["all"]["converged"] is True
+
+
+def test_the_nu_penalty_does_not_depend_on_the_scale_of_the_features():
+    """alpha_nu penalises E_D[nu^2], nu's values, and nu is solved through C = E[psi psi']: any
+    invertible linear map of the features (a scale, a rotation) gives the same zeta and estimate,
+    so one alpha_nu means the same on onehot and on text features."""
+    logged, target, data, tmax = _random_problem(5)
+    cfg = DiceConfig.preset("exact_nu", tmax=tmax, alpha_nu=1e-3, steps=500, device="cpu")
+    mix = torch.linalg.qr(torch.randn(4, 4, generator=torch.Generator().manual_seed(1)))[0] * 37.0
+    runs = []
+    for lg, tg in ((logged, target), (logged @ mix, target @ mix)):
+        heads, _, summary = solve_exact_nu(DiceHeads(4, 0, tmax), lg, tg, data, cfg, progress=False)
+        assert summary["converged"]
+        v = slot_values(heads.double(), lg.double(), tg.double(), data.sample_mask, data.n_agent_turns)
+        runs.append(v.zeta.gather(1, data.n_agent_turns.unsqueeze(1)).squeeze(1))
+    assert torch.allclose(runs[0], runs[1], rtol=1e-4, atol=1e-6)

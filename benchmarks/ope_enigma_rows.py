@@ -1,0 +1,156 @@
+"""ENIGMA settings compared paired on a benchmark: every row is the ``dice`` section of
+params.yaml plus the row's overrides, run by leave-one-agent-out on the same store, target
+actions and held-out agents as the DVC train stage runs it (``flows.stages``), two rows at a
+time (one torch thread each). Each row is scored against the truth with the same bootstrap
+resamples of the agents, so differences against the first row are paired.
+
+    .venv/bin/dvc repro sample_airline      # the store and target actions, if not there yet
+    .venv/bin/python benchmarks/ope_enigma_rows.py airline \\
+        --row 'nu1e-2={"alpha_nu": 0.01}' --row 'nu1e-4={"alpha_nu": 1e-4}' --tag ope_alpha_nu_airline
+
+Output: benchmarks/results/<tag>.md and .json (per row: mean Pearson / Spearman over the ratings
+with 95% intervals, reward Pearson / Spearman, mean spread ratio, runs converged, seconds per
+agent; per row after the first: the paired difference against the first). Results per row stay
+under ``--work`` so a rerun reuses them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))  # flows: the benchmarks' settings
+RESULTS = REPO / "benchmarks" / "results"
+
+
+def _one_row(benchmark: str, params_path: str, results_dir: str) -> float:
+    import torch
+
+    from flows.stages import _train_one
+
+    torch.set_num_threads(1)
+    t0 = time.perf_counter()
+    failures = _train_one("enigma", benchmark, params_path, results_dir, bars=False)
+    if failures:
+        print(f"{params_path}: {failures} agent(s) failed", flush=True)
+    return time.perf_counter() - t0
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("benchmark", choices=["airline", "see2019"])
+    ap.add_argument("--row", action="append", required=True, metavar="NAME=JSON", help="dice overrides; the first row is the reference")
+    ap.add_argument("--tag", required=True)
+    ap.add_argument("--work", type=Path, default=REPO / "data" / "work" / "ope_rows")
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--committed", default=None, metavar="GIT_REF",
+                    help="also score ENIGMA's estimates in the report summary.json committed at GIT_REF, paired, as row 'committed'")
+    args = ap.parse_args()
+
+    import pandas as pd
+
+    from enigma.evaluation.correlation import paired_difference, score_estimator
+    from enigma.evaluation.loao import read_results
+    from enigma.evaluation.truth import read_truth, truth_from_store, truth_wide
+    from enigma.store.experience import ExperienceStore
+    from flows.evaluate import benchmark_config
+
+    base = yaml.safe_load((REPO / "params.yaml").read_text())
+    rows = []
+    for spec in args.row:
+        name, _, overrides = spec.partition("=")
+        rows.append((name, json.loads(overrides)))
+    work = args.work / args.benchmark
+    jobs = []
+    for name, overrides in rows:
+        d = work / name
+        d.mkdir(parents=True, exist_ok=True)
+        params = dict(base, dice=dict(base["dice"], **overrides))
+        (d / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+        jobs.append((name, str(d / "params.yaml"), str(d / "results")))
+    from flows.stages import _warm_embeddings
+
+    # every text into the shared embedding cache once, before the rows' processes read it
+    _warm_embeddings(benchmark_config(args.benchmark, str(REPO / "params.yaml")), str(REPO / "params.yaml"))
+    with ProcessPoolExecutor(args.workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        futures = {name: pool.submit(_one_row, args.benchmark, p, r) for name, p, r in jobs}
+        seconds = {name: f.result() for name, f in futures.items()}
+
+    b = benchmark_config(args.benchmark, str(REPO / "params.yaml"))
+    truth = truth_wide(read_truth(REPO / b.truth) if b.truth else truth_from_store(ExperienceStore.open(REPO / b.store)))
+    scores, info = {}, {}
+    if args.committed:
+        import subprocess
+
+        summary = json.loads(subprocess.run(["git", "show", f"{args.committed}:{b.report_dir}/summary.json"], cwd=REPO,
+                                            capture_output=True, text=True, check=True).stdout)
+        old = pd.DataFrame({a: {r: cell["enigma"] for r, cell in per.items()} for a, per in summary["agents"].items()}).T
+        s = score_estimator("committed", old, truth.loc[old.index], sorted(old.columns))
+        scores["committed"] = s
+        info["committed"] = {
+            "overrides": f"reports at {args.committed}", "mean_pearson": s.means["pearson"], "mean_pearson_ci95": s.mean_ci["pearson"],
+            "mean_spearman": s.means["spearman"], "mean_spearman_ci95": s.mean_ci["spearman"],
+            "reward_pearson": s.per_rating["reward"]["pearson"], "reward_spearman": s.per_rating["reward"]["spearman"],
+            "mean_spread_ratio": float(pd.Series([s.per_rating[r]["spread_ratio"] for r in s.ratings]).mean()),
+            "converged": None, "agents": len(s.agents), "seconds_per_agent": None,
+        }
+    for name, _, results in jobs:
+        part = read_results(results)
+        part = part[part.estimator == "enigma"]
+        estimates = part.pivot(index="agent_id", columns="rating", values="estimate")
+        ratings = sorted(estimates.columns)
+        s = score_estimator(name, estimates, truth.loc[estimates.index], ratings)
+        scores[name] = s
+        diag = [json.loads(d).get("all", {}) for d in part.drop_duplicates("agent_id").diagnostics if isinstance(d, str)]
+        info[name] = {
+            "overrides": dict(rows)[name],
+            "mean_pearson": s.means["pearson"], "mean_pearson_ci95": s.mean_ci["pearson"],
+            "mean_spearman": s.means["spearman"], "mean_spearman_ci95": s.mean_ci["spearman"],
+            "reward_pearson": s.per_rating["reward"]["pearson"], "reward_spearman": s.per_rating["reward"]["spearman"],
+            "mean_spread_ratio": float(pd.Series([s.per_rating[r]["spread_ratio"] for r in ratings]).mean()),
+            "converged": sum(bool(d.get("converged")) for d in diag), "agents": len(s.agents),
+            "failed_agents": int(part.loc[part.error.notna(), "agent_id"].nunique()) if "error" in part else 0,
+            "seconds_per_agent": seconds[name] / max(len(s.agents), 1),
+        }
+    ref = rows[0][0]
+    compared = [n for n in scores if n != ref]
+    for name in compared:
+        info[name]["minus_" + ref] = {st: paired_difference(scores[name], scores[ref], st, 0.95) for st in ("pearson", "spearman")}
+    shown = ([("committed", info["committed"]["overrides"])] if args.committed else []) + rows
+
+    cmd = " ".join([".venv/bin/python", "benchmarks/ope_enigma_rows.py", *sys.argv[1:]])
+    lines = [f"# ENIGMA settings on {args.benchmark}, leave-one-agent-out, paired", "", f"`{cmd}`", "",
+             f"Rows: params.yaml's `dice` section plus the overrides; {len(scores[ref].agents)} held-out agents; "
+             "1000 bootstrap resamples of the agents (seed 0), the same for every row.", "",
+             "| row | overrides | mean Pearson [95% CI] | mean Spearman | reward Pearson | reward Spearman | mean spread ratio | converged | s/agent |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for name, overrides in shown:
+        x = info[name]
+        ci = x["mean_pearson_ci95"]
+        conv = "n/a" if x["converged"] is None else f"{x['converged']}/{x['agents']}"
+        secs = "n/a" if x["seconds_per_agent"] is None else f"{x['seconds_per_agent']:.1f}"
+        lines.append(
+            f"| {name} | `{json.dumps(overrides)}` | {x['mean_pearson']:.3f} [{ci[0]:.3f}, {ci[1]:.3f}] | {x['mean_spearman']:.3f} | "
+            f"{x['reward_pearson']:.3f} | {x['reward_spearman']:.3f} | {x['mean_spread_ratio']:.2f} | {conv} | {secs} |"
+        )
+    lines += ["", f"Paired differences against `{ref}` (mean over ratings):", ""]
+    for name in compared:
+        for st, p in info[name]["minus_" + ref].items():
+            if p:
+                lines.append(f"- {name} minus {ref}, mean {st}: {p['difference']:+.3f} [{p['ci95'][0]:+.3f}, {p['ci95'][1]:+.3f}]")
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / f"{args.tag}.json").write_text(json.dumps({"reproduce": cmd, "rows": info}, indent=1, default=float) + "\n")
+    (RESULTS / f"{args.tag}.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
