@@ -51,6 +51,7 @@ def main() -> None:
     ap.add_argument("--tag", required=True)
     ap.add_argument("--work", type=Path, default=REPO / "data" / "work" / "ope_rows")
     ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--params", type=Path, default=REPO / "params.yaml", help="the params file the rows start from")
     ap.add_argument("--committed", default=None, metavar="GIT_REF",
                     help="also score ENIGMA's estimates in the report summary.json committed at GIT_REF, paired, as row 'committed'")
     args = ap.parse_args()
@@ -63,7 +64,7 @@ def main() -> None:
     from enigma.store.experience import ExperienceStore
     from flows.evaluate import benchmark_config
 
-    base = yaml.safe_load((REPO / "params.yaml").read_text())
+    base = yaml.safe_load(args.params.read_text())
     rows = []
     for spec in args.row:
         name, _, overrides = spec.partition("=")
@@ -79,12 +80,12 @@ def main() -> None:
     from flows.stages import _warm_embeddings
 
     # every text into the shared embedding cache once, before the rows' processes read it
-    _warm_embeddings(benchmark_config(args.benchmark, str(REPO / "params.yaml")), str(REPO / "params.yaml"))
+    _warm_embeddings(benchmark_config(args.benchmark, str(args.params)), str(args.params))
     with ProcessPoolExecutor(args.workers, mp_context=multiprocessing.get_context("spawn")) as pool:
         futures = {name: pool.submit(_one_row, args.benchmark, p, r) for name, p, r in jobs}
         seconds = {name: f.result() for name, f in futures.items()}
 
-    b = benchmark_config(args.benchmark, str(REPO / "params.yaml"))
+    b = benchmark_config(args.benchmark, str(args.params))
     truth = truth_wide(read_truth(REPO / b.truth) if b.truth else truth_from_store(ExperienceStore.open(REPO / b.store)))
     scores, info = {}, {}
     if args.committed:

@@ -209,7 +209,7 @@ def register(app: typer.Typer) -> None:
         exclude_agents: str = typer.Option("", "--exclude-agents", help="comma-separated agents left out of the experience"),
         out: Path = typer.Option(..., "--out", "-o", help="output directory"),
         params: Path = typer.Option(Path("params.yaml"), help="parameters file (section 'dice')"),
-        preset: Optional[str] = typer.Option(None, help="DICE preset (default, paper, dualdice, gendice, bestdice)"),
+        preset: Optional[str] = typer.Option(None, help="DICE preset (params: dice.preset): exact_nu, default (gradient descent-ascent), paper, dualdice, gendice, bestdice"),
         encoder: Optional[str] = typer.Option(None, help="onehot, frozen or finetune (params: dice.encoder)"),
         n_samples: Optional[int] = typer.Option(None, "--n-samples", "-n", help="target replies per logged state (params: sample.n_samples)"),
         seed: Optional[int] = typer.Option(None, help="sampling seed (params: sample.seed)"),

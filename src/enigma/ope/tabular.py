@@ -264,7 +264,7 @@ class ReferenceProblem:
 
 @functools.lru_cache(maxsize=1)
 def reference_problem() -> ReferenceProblem:
-    """Three reply types, up to three agent turns, a quarter of the dialogues opened by the agent
+    """Three reply types, up to two agent turns, a quarter of the dialogues opened by the agent
     (one shared empty-history state); three behaviour policies in the logs; four stochastic
     targets, ``steady`` answering 0.4 / 0.4 / 0.2 at every state."""
     mdp = TabularDialogueMDP(n_user=2, n_agent=3, max_turns=2, p_agent_first=0.25, seed=0)

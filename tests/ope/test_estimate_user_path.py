@@ -1,0 +1,112 @@
+"""``enigma estimate`` as a user runs it: logs ingested from JSONL, target agents named by
+``python:`` specs and sampled by the command, the repository's params.yaml as it is.
+
+On the reference tabular problem the truth is known exactly, so the whole path (ingest, agent
+spec, sampler, onehot features, the default solver and its nu penalty) is checked against it.
+The command also never reports a number silently when it cannot be trusted, and says plainly
+when the agent or the store is unusable.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+from typer.testing import CliRunner
+
+from enigma.cli import app
+from enigma.ope.tabular import RATINGS, certainty_equivalence_value, reference_problem, write_jsonl
+from enigma.store.experience import ExperienceStore
+from tests.agents import toy_agents as T
+
+REPO = Path(__file__).resolve().parents[2]
+PARAMS = REPO / "params.yaml"
+
+
+def enigma(*args: str):
+    return CliRunner().invoke(app, [str(a) for a in args])
+
+
+@pytest.fixture(scope="module")
+def tabular_store(tmp_path_factory):
+    work = tmp_path_factory.mktemp("tabular")
+    # 8,000 dialogues: the logs' own sampling error of these values is about 0.01 (log seeds 0
+    # and 1 give 0.011 and 0.009: benchmarks/results/ope_tabular_cli.md)
+    write_jsonl(reference_problem().logs(8000, seed=0), work / "logs.jsonl")
+    r = enigma("ingest", "jsonl", work / "logs.jsonl", "--out", work / "store", "--scale", "match=0:1", "--scale", "short=0:1",
+               "--no-progress")
+    assert r.exit_code == 0, r.output
+    return work
+
+
+def test_the_tabular_problem_through_the_cli_is_exact_with_the_default_params(tabular_store):
+    work = tabular_store
+    names = ["soft", "steady"]
+    r = enigma("estimate", "--experience", work / "store", *[f"--target={t}=python:enigma.ope.tabular:{t}" for t in names],
+               "--encoder", "onehot", "--out", work / "out", "--params", PARAMS, "--cache-dir", work / "cache", "-q")
+    assert r.exit_code == 0, r.output
+    est = json.loads((work / "out" / "estimates.json").read_text())
+    store = ExperienceStore.open(work / "store")
+    problem = reference_problem()
+    for t in names:
+        assert est["converged"][t] is True
+        # the replies the command drew, read back through `enigma sample` (a cache hit: no new draws)
+        s = enigma("sample", work / "store", f"python:enigma.ope.tabular:{t}", "--cache-dir", work / "cache" / "samples",
+                   "--params", PARAMS, "-o", work / f"{t}.parquet", "-q")
+        assert s.exit_code == 0 and json.loads(s.stdout.strip().splitlines()[-1])["n_called"] == 0, s.output
+        saddle = certainty_equivalence_value(store, pq.read_table(work / f"{t}.parquet"))
+        exact = problem.mdp.exact_value(problem.targets[t])
+        for rating in RATINGS:
+            e = est["targets"][t][rating]["estimate"]
+            assert abs(e - saddle[rating]) < 0.002, (t, rating, e, saddle[rating])  # the solver: the logs' own answer
+            assert abs(e - exact[rating]) < 0.02, (t, rating, e, exact[rating])  # the truth, within the logs' error
+
+
+def test_a_run_that_did_not_converge_is_flagged_and_exits_3(tmp_path):
+    # six dialogues of one agent, a target it never resembles: the solver stops short
+    store = T.write_tiny_store(tmp_path / "store", n_dialogues=6, agents=("a1",))
+    args = ["estimate", "--experience", store, "--target", "t=python:enigma.agents.examples:echo", "--out", tmp_path / "out",
+            "--params", PARAMS, "--cache-dir", tmp_path / "cache", "-q"]
+    r = enigma(*args)
+    assert r.exit_code == 3, r.output
+    assert "NOT CONVERGED" in r.stdout and "did not converge for t" in r.stderr
+    est = json.loads((tmp_path / "out" / "estimates.json").read_text())
+    assert est["converged"] == {"t": False} and est["diagnostics"]["t"]["all"]["converged"] is False
+    again = enigma(*args)  # the finished (flagged) result is reused, and still flagged
+    assert again.exit_code == 3 and "NOT CONVERGED" in again.stdout
+
+
+@pytest.mark.parametrize(
+    "spec, says",
+    [
+        ("python:tests.agents.toy_agents:always_fails", "calls failed in a row"),  # raises on every call
+        ("python:tests.ope.test_estimate_user_path:factory_that_raises", "its factory"),
+        ("openai:http://127.0.0.1:9/v1#m", "Connection refused"),  # nothing listens on port 9
+    ],
+)
+def test_an_unusable_agent_is_one_clear_line_and_exit_2(tmp_path, spec, says):
+    store = T.write_tiny_store(tmp_path / "store", n_dialogues=4)
+    params = tmp_path / "params.yaml"
+    params.write_text("sample:\n  max_consecutive_errors: 3\n  agents:\n    openai:\n      max_retries: 0\n")
+    r = enigma("estimate", "--experience", store, "--target", f"t={spec}", "--out", tmp_path / "out", "--params", params,
+               "--cache-dir", tmp_path / "cache", "-q")
+    assert r.exit_code == 2, r.output
+    assert r.stderr.startswith(f"error: agent {spec}: ") and says in r.stderr and "Traceback" not in r.output
+    assert r.stderr.count("\n") == 1
+
+
+def factory_that_raises():
+    raise OSError("weights not found at /models/x")
+
+
+def test_a_store_without_ratings_is_an_error(tmp_path):
+    src = tmp_path / "logs.jsonl"
+    src.write_text(json.dumps({"dialog_id": "d1", "agent_id": "a", "turns": [{"role": "user", "text": "hi"},
+                                                                              {"role": "agent", "text": "hello"}]}) + "\n")
+    assert enigma("ingest", "jsonl", src, "--out", tmp_path / "store", "--no-progress").exit_code == 0
+    r = enigma("estimate", "--experience", tmp_path / "store", "--target", "t=python:enigma.agents.examples:echo",
+               "--out", tmp_path / "out", "--params", PARAMS, "-q")
+    assert r.exit_code == 2 and "has no ratings" in r.stderr
+    assert not (tmp_path / "out" / "estimates.json").exists()
