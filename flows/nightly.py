@@ -28,7 +28,7 @@ from prefect.futures import as_completed
 from prefect.states import Failed
 
 from enigma.params import DEFAULT_PARAMS, load_params
-from enigma.registry import RegisteredAgent, SeenAgents, read_registry
+from enigma.agents.registry import RegisteredAgent, SeenAgents, read_registry
 from flows.config import NightlyConfig, nightly_config, pipeline_config
 from flows.runners import make_task_runner
 from tasks._common import digest
