@@ -25,7 +25,9 @@ import torch
 import enigma  # noqa: F401  (offline environment)
 from enigma.comparators import catalog
 from enigma.comparators.config import load_config
-from enigma.evaluation.loao import RESULT_COLUMNS, HeldOutSources, run_loao
+from enigma.evaluation.heldout import HeldOutSources
+from enigma.evaluation.loao import run_loao
+from enigma.evaluation.results import RESULT_COLUMNS
 from enigma.evaluation.summary import build_summary
 from enigma.evaluation.truth import truth_from_store
 from enigma.store.config import load_ingest_config

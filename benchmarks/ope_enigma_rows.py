@@ -59,7 +59,7 @@ def main() -> None:
     import pandas as pd
 
     from enigma.evaluation.correlation import paired_difference, score_estimator
-    from enigma.evaluation.loao import read_results
+    from enigma.evaluation.results import read_results
     from enigma.evaluation.truth import read_truth, truth_from_store, truth_wide
     from enigma.store.experience import ExperienceStore
     from flows.evaluate import benchmark_config

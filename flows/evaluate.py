@@ -200,7 +200,7 @@ def _headline_metrics(summary: dict) -> dict[str, float]:
 
 
 def _agent_results(rows: list[dict], summary: dict, results_dirs: list) -> list[dict]:
-    from enigma.evaluation.loao import read_curves
+    from enigma.evaluation.results import read_curves
     from enigma.tracking import results_from_rows
 
     truth = {

@@ -104,7 +104,7 @@ def _train_one(name: str, benchmark: str, params_path: str, results_dir: str, ba
     from enigma.contracts import Regime
     from enigma.store.experience import ExperienceStore
     from flows.evaluate import benchmark_config
-    from enigma.evaluation.loao import record_failure
+    from enigma.evaluation.results import record_failure
     from tasks.estimate import build_estimator, run_heldout
 
     b = benchmark_config(benchmark, params_path)
@@ -210,7 +210,7 @@ def train(benchmark: str, params_path: str, full: bool = False) -> None:
 
 
 def report(benchmark: str, params_path: str, track: bool = True, full: bool = False) -> dict:
-    from enigma.evaluation.loao import read_results, result_path
+    from enigma.evaluation.results import read_results, result_path
     from flows.evaluate import _add_note, _agent_results, _headline_metrics, benchmark_config
     from tasks.report import write_report
     from tasks.tracking import log_to_mlflow

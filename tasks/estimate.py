@@ -128,7 +128,9 @@ def run_heldout(
     one estimator, and so its encoder, across held-out agents). ``rollouts`` is a store of
     unrated dialogues of the agents themselves (e.g. See 2019's self-play), for the
     estimators of the own-rollouts regime."""
-    from enigma.evaluation.loao import HeldOutSources, evaluate_one
+    from enigma.evaluation.heldout import HeldOutSources
+    from enigma.evaluation.loao import evaluate_one
+    from enigma.evaluation.results import artifact_path
 
     def own_rollouts(agent: str):
         got = rollouts.filter_agents(keep={agent})
@@ -141,49 +143,12 @@ def run_heldout(
         rollouts=own_rollouts if rollouts is not None else None,
         labels=labels or {},
     )
-    rows, resumed = evaluate_one(store, est, agent_id, sources, results_dir)
+    rows, _ = evaluate_one(store, est, agent_id, sources, results_dir)
     out = rows.to_dict(orient="records")
-    last = None if resumed else getattr(est, "last_result", None)
-    heads_file = _save_extras(last, results_dir, est.name, agent_id)
+    heads = artifact_path(results_dir, est.name, agent_id, "heads")
     for r in out:
-        r["heads_path"] = heads_file
+        r["heads_path"] = str(heads) if heads.is_file() else None
     return out
-
-
-def _save_extras(last: Any, results_dir: str, estimator: str, agent_id: str) -> str | None:
-    """Keep what an estimator's full result holds beyond its estimates (ENIGMA's
-    ``last_result``: the trained zeta/nu heads and the learning curves) beside its result
-    file: the heads for MLflow to log as a model, the curves where the report reads them.
-    A result resumed from disk has no fresh heads; the file saved with it is used."""
-    from enigma.evaluation.loao import result_path
-
-    base = result_path(results_dir, estimator, agent_id)
-    heads_path = base.with_suffix(".heads.pt")
-    runs = getattr(last, "runs", None) or {}
-    heads = {k: r.heads for k, r in runs.items() if getattr(r, "heads", None) is not None}
-    if heads:
-        import torch
-
-        module = next(iter(heads.values())) if len(heads) == 1 else torch.nn.ModuleDict(heads)
-        torch.save(module, heads_path)
-    curves = getattr(last, "curves", None) or {}
-    curve_path = base.with_suffix(".curve.parquet")
-    if curves and not curve_path.is_file():
-        import pandas as pd
-
-        frames = []
-        for run, rows in curves.items():
-            f = pd.DataFrame(list(rows))
-            if len(f):
-                if len(curves) > 1:
-                    f.insert(0, "run", run)
-                frames.append(f)
-        if frames:
-            f = pd.concat(frames, ignore_index=True)
-            f.insert(0, "agent_id", agent_id)
-            f.insert(0, "estimator", estimator)
-            f.to_parquet(curve_path, index=False)
-    return str(heads_path) if heads_path.is_file() else None
 
 
 @task(name="score-new-agent", **CACHED)
@@ -206,7 +171,7 @@ def score_new_agent(
     import pyarrow.compute as pc
 
     from enigma.contracts import HeldOutAgent, Regime
-    from enigma.evaluation.loao import jsonable_scalars, normalise_result
+    from enigma.evaluation.results import jsonable_scalars
     from enigma.store.experience import ExperienceStore
 
     est = build_estimator(estimator, params_path)
@@ -224,10 +189,10 @@ def score_new_agent(
         target.target_actions = targets.filter(
             pc.is_in(targets.column("dialog_id"), experience.dialogues.column("dialog_id"))
         )
-    raw = est.estimate(experience, target)
-    estimates, extras = normalise_result(raw, experience.rating_names, est.name, agent_name)
-    if not extras.get("diagnostics") and isinstance(getattr(est, "diagnostics", None), dict):
-        extras["diagnostics"] = jsonable_scalars(est.diagnostics)
+    result = est.estimate(experience, target)
+    estimates = {r: float(result.estimates[r]) for r in experience.rating_names}
+    extras = {"unnormalised": dict(result.unnormalised) or None, "ess": dict(result.ess) or None,
+              "diagnostics": jsonable_scalars(result.diagnostics)}
 
     def _scalars(v):
         return {k: float(x) for k, x in v.items()} if isinstance(v, dict) else (None if v is None else float(v))

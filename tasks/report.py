@@ -22,7 +22,7 @@ def write_report(
     import pandas as pd
 
     from enigma.evaluation.config import ReportConfig
-    from enigma.evaluation.loao import RESULT_COLUMNS, check_results, read_curves
+    from enigma.evaluation.results import RESULT_COLUMNS, check_results, read_curves
     from enigma.evaluation.report import write_report as _write
     from enigma.evaluation.truth import read_truth, truth_from_store
     from enigma.store.experience import ExperienceStore

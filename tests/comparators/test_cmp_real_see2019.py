@@ -38,7 +38,8 @@ def test_feature_estimator_on_a_held_out_bot_with_its_self_play(see):
     store, selfplay = see
     agent = "repetition_model_setting05"
     est = DialogueFeatureEstimator(("self_repetition", "question_rate", "length"), Regime.OWN_ROLLOUTS)
-    got = est.estimate(store.without_agent(agent), HeldOutAgent(agent, rollouts=selfplay.filter_agents(keep={agent})))
+    result = est.estimate(store.without_agent(agent), HeldOutAgent(agent, rollouts=selfplay.filter_agents(keep={agent})))
+    got = result.estimates
     assert set(got) == set(store.rating_names)
     assert all(0.0 < v < 1.0 for v in got.values())
-    assert est.diagnostics["n_dialogues"] == selfplay.filter_agents(keep={agent}).dialogues.num_rows
+    assert result.diagnostics["n_dialogues"] == selfplay.filter_agents(keep={agent}).dialogues.num_rows

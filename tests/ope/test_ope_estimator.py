@@ -10,6 +10,7 @@ import json
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+import torch
 from typer.testing import CliRunner
 
 from enigma.cli import app
@@ -36,10 +37,13 @@ def test_estimator_follows_the_protocol(problem):
     _, store, _, ta = problem
     est = EnigmaEstimator(_cfg(), progress=False)
     assert isinstance(est, Estimator) and est.regimes == frozenset({Regime.REPLIES_AT_LOGGED_STATES})
-    out = est.estimate(store, HeldOutAgent("t", target_actions=ta))
+    result = est.estimate(store, HeldOutAgent("t", target_actions=ta))
+    out = result.estimates
     assert set(out) == {"match", "short"} and all(0 <= v <= 1 for v in out.values())
-    full = est.last_result
-    assert set(full.estimates["match"]) >= {"estimate", "unnormalised", "ess"}
+    assert set(result.unnormalised) == set(result.ess) == {"match", "short"}
+    assert set(result.curve["run"]) == {"all"} and result.diagnostics["all"]["steps"] == 40
+    # the trained heads travel with the result (saved beside the result file, logged by MLflow)
+    assert isinstance(result.artifacts["heads"], torch.nn.Module)
 
 
 def test_dialogue_opening_with_the_agent_gets_an_empty_user_utterance(problem):
@@ -94,8 +98,11 @@ def test_divergence_stops_with_a_message_not_a_number(problem):
 def test_reward_in_the_objective_trains_once_per_rating(problem):
     _, store, _, ta = problem
     est = EnigmaEstimator(DiceConfig.preset("bestdice", encoder="onehot", head_hidden=0, tmax=3, steps=30, log_every=10, device="cpu"), progress=False)
-    out = est.estimate(store, HeldOutAgent("t", target_actions=ta))
-    assert set(est.last_result.runs) == {"match", "short"} and set(out) == {"match", "short"}
+    full = est.estimate_full(store, HeldOutAgent("t", target_actions=ta))
+    assert set(full.runs) == {"match", "short"} and set(full.to_estimate().estimates) == {"match", "short"}
+    # one heads module per rating's run, and one curve table with the run named
+    assert set(full.to_estimate().artifacts["heads"].keys()) == {"match", "short"}
+    assert set(full.to_estimate().curve["run"]) == {"match", "short"}
 
 
 def test_cli_estimate_writes_estimates_and_curves_and_resumes(problem, tmp_path):
@@ -140,8 +147,9 @@ def test_fixed_features_can_be_projected_to_fewer_dimensions(problem):
     # the projection acts on whatever fixed features the encoder gives (text vectors in use);
     # one-hot vectors handed in explicitly stand for them here
     est = EnigmaEstimator(_cfg(encoder="frozen", project_dim=5, head_hidden=4), encoder=OneHotPairEncoder(), progress=False)
-    out = est.estimate(store, HeldOutAgent("t", target_actions=ta))
-    heads = est.last_result.runs["all"].heads
+    full = est.estimate_full(store, HeldOutAgent("t", target_actions=ta))
+    out = full.to_estimate().estimates
+    heads = full.runs["all"].heads
     assert heads.zeta_net[0].in_features == 5 and est.encoder().dim > 5
     assert all(0 <= v <= 1 for v in out.values())
 
@@ -151,8 +159,7 @@ def test_onehot_stays_exact_whatever_the_text_settings_say(problem):
     cfg = DiceConfig.from_section({"preset": "exact_nu", "encoder": "onehot", "project_dim": 5, "agreement": True, "tmax": 3})
     assert cfg.project_dim is None and cfg.agreement is False
     est = EnigmaEstimator(cfg, progress=False)
-    est.estimate(store, HeldOutAgent("t", target_actions=ta))
-    heads = est.last_result.runs["all"].heads
+    heads = est.estimate_full(store, HeldOutAgent("t", target_actions=ta)).runs["all"].heads
     assert heads.zeta_net[-1].in_features == est.encoder().dim > 5  # one coordinate per state-action pair
 
 
@@ -221,6 +228,5 @@ def test_rating_without_values_is_null_in_estimates_json(problem, tmp_path):
 def test_slot_normalised_zeta_has_unit_mean_in_every_slot(problem):
     _, store, _, ta = problem
     est = EnigmaEstimator(_cfg(slot_normalise=True), progress=False)
-    est.estimate(store, HeldOutAgent("t", target_actions=ta))
-    slots = est.last_result.runs["all"].slot_means
+    slots = est.estimate_full(store, HeldOutAgent("t", target_actions=ta)).runs["all"].slot_means
     assert slots == pytest.approx([1.0] * len(slots), abs=1e-5)

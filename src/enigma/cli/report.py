@@ -79,7 +79,7 @@ def build(
 
     from enigma.evaluation.config import ReportConfig
     from enigma.evaluation.errors import EvaluationError
-    from enigma.evaluation.loao import read_curves, read_results
+    from enigma.evaluation.results import read_curves, read_results
     from enigma.evaluation.report import SUMMARY_FILE, write_report
     from enigma.evaluation.truth import read_truth, truth_from_store
     from enigma.params import section

@@ -19,7 +19,7 @@ import numpy as np
 import pyarrow as pa
 import torch
 
-from enigma.contracts import HeldOutAgent, Regime, Turn
+from enigma.contracts import EstimateResult, HeldOutAgent, Regime, Turn
 from enigma.encoders.base import DialogueActions, PairEncoder
 from enigma.encoders.config import EncodeConfig
 from enigma.ope.config import DiceConfig
@@ -183,6 +183,24 @@ class EnigmaResult:
             return False
         return True if flags and all(f is True for f in flags) else None
 
+    def to_estimate(self) -> EstimateResult:
+        """The protocol's result: the estimates with their unnormalised values and effective
+        sample sizes, the diagnostics, the learning curves in one table (a ``run`` column: "all",
+        or the rating of a per-rating run) and the trained heads (one module, or one per run)."""
+        import pandas as pd
+
+        frames = [pd.DataFrame(list(rows)).assign(run=str(run)) for run, rows in self.curves.items() if len(rows)]
+        heads = {k: r.heads for k, r in self.runs.items() if r.heads is not None}
+        module = next(iter(heads.values())) if len(heads) == 1 else torch.nn.ModuleDict(heads) if heads else None
+        return EstimateResult(
+            estimates={r: e["estimate"] for r, e in self.estimates.items()},
+            unnormalised={r: e["unnormalised"] for r, e in self.estimates.items()},
+            ess={r: e["ess"] for r, e in self.estimates.items()},
+            diagnostics=self.diagnostics,
+            curve=pd.concat(frames, ignore_index=True) if frames else None,
+            artifacts={"heads": module} if module is not None else {},
+        )
+
 
 class EnigmaEstimator:
     """Implements ``enigma.contracts.Estimator`` (regime: replies at logged states)."""
@@ -205,7 +223,6 @@ class EnigmaEstimator:
         self.encode = encode or EncodeConfig()
         self.progress = progress
         self._encoder = encoder
-        self.last_result: EnigmaResult | None = None
 
     @classmethod
     def from_params(cls, params_path: str | Path = "params.yaml", **kwargs: Any) -> "EnigmaEstimator":
@@ -237,11 +254,11 @@ class EnigmaEstimator:
             self._encoder = build_encoder(self.config, self.cache_dir, self.encode)
         return self._encoder
 
-    def estimate(self, experience: ExperienceStore, target: HeldOutAgent) -> dict[str, float]:
-        result = self.estimate_full(experience, target)
-        return {r: e["estimate"] for r, e in result.estimates.items()}
+    def estimate(self, experience: ExperienceStore, target: HeldOutAgent) -> EstimateResult:
+        return self.estimate_full(experience, target).to_estimate()
 
     def estimate_full(self, experience: ExperienceStore, target: HeldOutAgent) -> EnigmaResult:
+        """The whole run: every DICE run (``runs``, with its heads and weights) and its curves."""
         if target.target_actions is None:
             raise TargetActionsError(f"agent {target.agent_id}: ENIGMA needs its replies at the logged states (target_actions)")
         cfg = self.config
@@ -264,6 +281,4 @@ class EnigmaEstimator:
         diagnostics.update(encoder.diagnostics(prepared))
         diagnostics["skipped"] = {k: len(v) for k, v in paired.skipped.items()}
         diagnostics["config"] = cfg.model_dump(mode="json")
-        result = EnigmaResult(target.agent_id, estimates, diagnostics, {n: r.curve for n, r in runs.items()}, runs)
-        self.last_result = result
-        return result
+        return EnigmaResult(target.agent_id, estimates, diagnostics, {n: r.curve for n, r in runs.items()}, runs)

@@ -91,7 +91,7 @@ def results_from_rows(
     curves: "Any | None" = None,
 ) -> list[AgentResult]:
     """Group the leave-one-agent-out runner's rows (one per estimator, agent, rating; see
-    ``enigma.evaluation.loao.RESULT_COLUMNS``) into one ``AgentResult`` per (estimator, agent).
+    ``enigma.evaluation.results.RESULT_COLUMNS``) into one ``AgentResult`` per (estimator, agent).
     ``truth`` maps (agent_id, rating) to the true value; ``curves`` is the runner's learning-curve
     table (columns estimator, agent_id, step and one column per logged quantity)."""
     grouped: dict[tuple[str, str], AgentResult] = {}
