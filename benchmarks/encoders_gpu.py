@@ -17,7 +17,7 @@ Measures, in one run on a CUDA device:
    drawn at random from other dialogues (as in ope_speed.py: real text of realistic length;
    what the target says does not matter for speed). Optimiser steps are timed with a global
    optimiser hook and the full-data diagnostic passes (every ``log_every`` steps) by wrapping
-   ``enigma.ope.trainer.evaluate`` (with a ``cuda.synchronize()`` on each side), so seconds
+   ``enigma.ope.diagnostics.evaluate`` (with a ``cuda.synchronize()`` on each side), so seconds
    per step exclude them; the projection to a leave-one-agent-out study adds them back.
 
 The CPU figures it compares with are those of benchmarks/results/encoders_speed.json.
@@ -241,6 +241,7 @@ def bench_finetune(args, by_dialog, ids, pool, device) -> dict:
 def bench_end_to_end(args, store, n_samples: int) -> dict:
     import torch
 
+    import enigma.ope.diagnostics as diagnostics
     import enigma.ope.trainer as trainer
     from enigma.contracts import HeldOutAgent
     from enigma.encoders.config import EncodeConfig
@@ -289,7 +290,8 @@ def bench_end_to_end(args, store, n_samples: int) -> dict:
             in_eval[0] = False
             evals.append((t0, clock()))
 
-    trainer.evaluate = timed_evaluate
+    # the diagnostic passes (learning-curve rows) and the final pass
+    diagnostics.evaluate = trainer.evaluate = timed_evaluate
     est = EnigmaEstimator(cfg, encode=encode, progress=False)
     reset_peak()
     t0 = clock()
@@ -323,7 +325,7 @@ def bench_end_to_end(args, store, n_samples: int) -> dict:
         status = f"{type(exc).__name__}: {exc}"
     total = clock() - t0
     hook.remove()
-    trainer.evaluate = original_evaluate
+    diagnostics.evaluate = trainer.evaluate = original_evaluate
     del encoder.prepare, encoder.batch_tensors
 
     # seconds per optimiser step: between consecutive steps, leaving out the intervals that

@@ -89,7 +89,9 @@ def run_agent(cfg, encoder, store, agent: str, targets) -> dict:
     from enigma.ope.estimator import dice_data, pair_dialogues
     from enigma.ope.objective import penalty, slot_values
     from enigma.ope.padding import check_tmax
-    from enigma.ope.trainer import DiceDivergence, _Features, pick_device, train_dice
+    from enigma.ope.features import Features
+    from enigma.ope.guards import DiceDivergence
+    from enigma.ope.trainer import pick_device, train_dice
 
     t0, c0 = time.perf_counter(), time.process_time()
     experience = store.without_agent(agent)
@@ -114,7 +116,7 @@ def run_agent(cfg, encoder, store, agent: str, targets) -> dict:
 
     # zeta in every slot of every dialogue at the final weights
     device = pick_device(cfg.device)
-    feats = _Features(encoder, prepared, len(data.dialog_ids), device, cfg)
+    feats = Features(encoder, prepared, len(data.dialog_ids), device, cfg)
     with torch.no_grad():
         logged, target = feats(None)
         v = slot_values(

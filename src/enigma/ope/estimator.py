@@ -24,7 +24,8 @@ from enigma.encoders.base import DialogueActions, PairEncoder
 from enigma.encoders.config import EncodeConfig
 from enigma.ope.config import DiceConfig
 from enigma.ope.padding import check_tmax
-from enigma.ope.trainer import DiceData, DiceRun, train_dice
+from enigma.ope.problem import DiceData
+from enigma.ope.trainer import DiceRun, train_dice
 from enigma.store.experience import ExperienceStore
 
 TARGET_COLUMNS = ("dialog_id", "turn_index", "text")
