@@ -27,7 +27,8 @@ import pyarrow.parquet as pq
 import torch
 
 import enigma  # noqa: F401
-from enigma.comparators import catalog
+from enigma.estimators import build_estimator
+from enigma.params import Params
 from enigma.evaluation.heldout import HeldOutSources
 from enigma.evaluation.loao import evaluate_one
 from enigma.store.experience import ExperienceStore
@@ -98,7 +99,7 @@ def main() -> None:
     seconds = result.setdefault("seconds", {})
     for name in names:
         t0 = time.perf_counter()
-        est = catalog.build(name, args.params)
+        est = build_estimator(name, Params.load(args.params))
         build = time.perf_counter() - t0
         times = []
         for a in agents:

@@ -72,12 +72,11 @@ def clock() -> float:
 
 
 def load_store(data_dir: Path):
-    from enigma.params import section
-    from enigma.store.config import IngestConfig
+    from enigma.params import Params
     from enigma.store.experience import ExperienceStore
     from enigma.store.readers import read
 
-    cfg = section(IngestConfig, "ingest", REPO / "params.yaml").model_copy(update={"progress": False})
+    cfg = Params.load(REPO / "params.yaml").ingest
     result = read("see2019", data_dir, cfg, cfg.source("see2019"))
     return ExperienceStore(result.dialogues, result.turns)
 
@@ -239,12 +238,11 @@ def bench_finetune(args, by_dialog, ids, pool, device) -> dict:
 
 # --------------------------------------------------------------------------- 3. end to end
 def bench_end_to_end(args, store, n_samples: int) -> dict:
-    import torch
 
     import enigma.ope.diagnostics as diagnostics
     import enigma.ope.trainer as trainer
     from enigma.contracts import HeldOutAgent
-    from enigma.encoders.config import EncodeConfig
+    from enigma.params import Params
     from enigma.ope import DiceConfig, EnigmaEstimator
 
     counts: dict[str, int] = {}
@@ -268,7 +266,7 @@ def bench_end_to_end(args, store, n_samples: int) -> dict:
     if base.schedule == "inverse_sqrt" and base.warmup_steps >= args.steps:  # only in a tiny --quick run
         settings["warmup_steps"] = args.steps // 2
     cfg = DiceConfig.preset(args.preset, **settings)
-    encode = EncodeConfig.load(REPO / "params.yaml")
+    encode = Params.load(REPO / "params.yaml").encode
 
     # instrumentation (timing only; nothing of the computation changes)
     steps: list[float] = []

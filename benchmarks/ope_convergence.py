@@ -201,13 +201,13 @@ def main() -> None:
     from enigma.evaluation.correlation import score_estimator, spread_ratio
     from enigma.ope.config import DiceConfig
     from enigma.ope.estimator import build_encoder
-    from enigma.params import load_params
+    from enigma.params import Params
     from enigma.store.experience import ExperienceStore
 
     torch.set_num_threads(1)
     load_before = f"{os.getloadavg()[0]:.1f}"
-    params = load_params(REPO / "params.yaml")
-    section = dict(params["dice"])
+    params = Params.load(REPO / "params.yaml")
+    section = dict(params.estimators["enigma"].dice)
     cache_dir = args.cache_dir or str(REPO / params["encode"]["cache"]["cache_dir"])
     store = ExperienceStore.open(REPO / "data/airline/store")
     truth = pd.read_parquet(REPO / "data/airline/truth.parquet").pivot(index="agent_id", columns="rating", values="value")

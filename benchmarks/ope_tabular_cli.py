@@ -68,7 +68,8 @@ def main() -> None:
 
     results = []
     for name, overrides in rows:
-        params = dict(base, dice=dict(base["dice"], **overrides))
+        enigma_entry = base["estimators"]["enigma"]
+        params = dict(base, estimators=dict(base["estimators"], enigma=dict(enigma_entry, dice=dict(enigma_entry["dice"], **overrides))))
         params_path = work / f"params-{name}.yaml"
         params_path.write_text(yaml.safe_dump(params))
         specs = [f"--target={t}=python:enigma.ope.tabular:{t}" for t in args.targets]

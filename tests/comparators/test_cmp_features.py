@@ -163,28 +163,30 @@ def test_reply_length_maps_length_to_rating_by_regression(store_factory):
     assert result.diagnostics["mean_length"] == 7.0
 
 
-def test_catalog_builds_every_named_comparator_with_a_unique_name(tmp_path):
-    from enigma.comparators import catalog
+def test_the_registry_builds_every_named_estimator_with_a_unique_name(tmp_path):
     from enigma.contracts import Estimator
+    from enigma.estimators import build_estimator, names
+    from enigma.params import Params
 
-    params = tmp_path / "params.yaml"
-    params.write_text("comparators:\n  ridge_alpha: 2.0\n")
-    built = [catalog.build(n, str(params)) for n in catalog.NAMES]
+    p = tmp_path / "params.yaml"
+    p.write_text("comparators:\n  ridge_alpha: 2.0\n")
+    params = Params.load(p)
+    built = [build_estimator(n, params) for n in names(params)]
     assert all(isinstance(e, Estimator) for e in built)
     assert len({e.name for e in built}) == len(built)
-    assert catalog.see_length_rollouts(str(params)).config.ridge_alpha == 2.0
+    assert build_estimator("see-length-rollouts", params).config.ridge_alpha == 2.0
     with pytest.raises(ValueError, match="unknown"):
-        catalog.build("adem-but-misspelt", str(params))
+        build_estimator("adem-but-misspelt", params)
 
 
 def test_fingerprints_change_only_with_the_settings_that_matter():
-    from enigma.comparators import catalog
     from enigma.comparators.config import AdemConfig, ComparatorsConfig, SpeConfig
+    from enigma.estimators import COMPARATORS
 
     base = ComparatorsConfig()
     other_spe = ComparatorsConfig(spe=SpeConfig(ridge_alpha=3.0))
     other_adem = ComparatorsConfig(adem=AdemConfig(pca_dim=7))
-    fp = lambda name, cfg: catalog.build(name, config=cfg).fingerprint()  # noqa: E731
+    fp = lambda name, cfg: COMPARATORS[name](cfg).fingerprint()  # noqa: E731
     assert fp("spe-ridge", base) != fp("spe-ridge", other_spe)
     assert fp("spe-ridge", base) == fp("spe-ridge", other_adem)
     assert fp("adem", base) != fp("adem", other_adem)

@@ -13,12 +13,12 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def see(raw_data):
-    from enigma.store.config import load_ingest_config
+    from enigma.params import Params
     from enigma.store.experience import ExperienceStore
     from enigma.store.readers import see2019, see2019_selfplay
     from tests.conftest import REPO_ROOT
 
-    cfg = load_ingest_config(REPO_ROOT / "params.yaml")
+    cfg = Params.load(REPO_ROOT / "params.yaml").ingest
     root = raw_data / "see2019_convai2_humaneval"
     r = see2019.read(root, cfg)
     s = see2019_selfplay.read(root, cfg)

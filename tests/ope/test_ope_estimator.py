@@ -110,7 +110,8 @@ def test_cli_estimate_writes_estimates_and_curves_and_resumes(problem, tmp_path)
     store.write(tmp_path / "store")
     pq.write_table(ta, tmp_path / "t.parquet")
     params = tmp_path / "params.yaml"
-    params.write_text("dice:\n  preset: default\n  encoder: onehot\n  head_hidden: 0\n  tmax: 3\n  steps: 40\n  log_every: 20\n  lr: 2.0\n  device: cpu\n")
+    params.write_text("estimators:\n  enigma:\n    dice: {preset: default, encoder: onehot, head_hidden: 0, tmax: 3, steps: 40, log_every: 20, "
+                      "lr: 2.0, device: cpu}\n")
     args = ["estimate", "--experience", str(tmp_path / "store"), "--target-actions", f"t={tmp_path / 't.parquet'}",
             "--exclude-agents", "b2", "--out", str(tmp_path / "out"), "--params", str(params), "-q"]
     res = CliRunner().invoke(app, args)
@@ -163,38 +164,45 @@ def test_onehot_stays_exact_whatever_the_text_settings_say(problem):
     assert heads.zeta_net[-1].in_features == est.encoder().dim > 5  # one coordinate per state-action pair
 
 
-def test_from_params_reads_the_dice_section_and_the_embedding_cache(tmp_path):
+def _enigma(p):
+    from enigma.estimators import build_estimator
+    from enigma.params import Params
+
+    return build_estimator("enigma", Params.load(p))
+
+
+def test_the_enigma_entry_of_params_builds_the_estimator_with_its_embedding_cache(tmp_path):
     from enigma.params import ParamsError
 
     p = tmp_path / "params.yaml"
-    p.write_text("encode:\n  cache:\n    cache_dir: somewhere\ndice:\n  preset: paper\n  tmax: 9\n")
-    est = EnigmaEstimator.from_params(p, progress=False)
+    p.write_text("encode:\n  cache:\n    cache_dir: somewhere\nestimators:\n  enigma:\n    dice: {preset: paper, tmax: 9}\n")
+    est = _enigma(p)
     assert est.config.tmax == 9 and est.config.schedule == "inverse_sqrt" and est.encode.cache.cache_dir == "somewhere"
-    p.write_text("dice:\n  preset: default\n  lr: -1\n")
-    with pytest.raises(ParamsError, match="section 'dice'"):
-        EnigmaEstimator.from_params(p)
+    p.write_text("estimators:\n  enigma:\n    dice: {preset: default, lr: -1}\n")
+    with pytest.raises(ParamsError, match="estimators.enigma.dice"):
+        _enigma(p)
     p.write_text("encode:\n  frozen:\n    blocks: [nope]\n")
     with pytest.raises(ParamsError, match="section 'encode'"):
-        EnigmaEstimator.from_params(p)
+        _enigma(p)
 
 
 def test_the_frozen_encoder_is_built_as_the_encode_section_says(tmp_path):
     p = tmp_path / "params.yaml"
     p.write_text(f"encode:\n  cache:\n    cache_dir: {tmp_path / 'emb'}\n  frozen:\n    blocks: [last_user, position]\n"
-                 "    position_buckets: 4\ndice:\n  encoder: frozen\n")
-    est = EnigmaEstimator.from_params(p, progress=False)
+                 "    position_buckets: 4\nestimators:\n  enigma:\n    dice:\n      encoder: frozen\n")
+    est = _enigma(p)
     enc = est.encoder()
     assert enc.blocks == ("last_user", "position") and enc.position_buckets == 4
     assert enc.feature_dim == 2 * enc.text_dim + 4
     assert Path(enc.cache.dir).parent == tmp_path / "emb"
     # a saved result depends on the blocks: another choice is another fingerprint
     p.write_text(p.read_text().replace("[last_user, position]", "[last_user, prev_agent, summary, position]"))
-    assert EnigmaEstimator.from_params(p, progress=False).fingerprint() != est.fingerprint()
+    assert _enigma(p).fingerprint() != est.fingerprint()
     # ... but not on where the cache lives
     p.write_text(p.read_text().replace(str(tmp_path / "emb"), str(tmp_path / "elsewhere")))
-    other = EnigmaEstimator.from_params(p, progress=False)
+    other = _enigma(p)
     p.write_text(p.read_text().replace(str(tmp_path / "elsewhere"), str(tmp_path / "emb")))
-    assert other.fingerprint() == EnigmaEstimator.from_params(p, progress=False).fingerprint()
+    assert other.fingerprint() == _enigma(p).fingerprint()
 
 
 def test_reply_at_a_non_agent_turn_is_rejected(problem):
@@ -216,7 +224,7 @@ def test_rating_without_values_is_null_in_estimates_json(problem, tmp_path):
     ExperienceStore(d, store.turns).write(tmp_path / "store")
     pq.write_table(ta, tmp_path / "t.parquet")
     params = tmp_path / "params.yaml"
-    params.write_text("dice:\n  encoder: onehot\n  head_hidden: 0\n  tmax: 3\n  steps: 20\n  log_every: 10\n  device: cpu\n")
+    params.write_text("estimators:\n  enigma:\n    dice: {encoder: onehot, head_hidden: 0, tmax: 3, steps: 20, log_every: 10, device: cpu}\n")
     res = CliRunner().invoke(app, ["estimate", "-e", str(tmp_path / "store"), "--target-actions", f"t={tmp_path / 't.parquet'}",
                                    "-o", str(tmp_path / "out"), "--params", str(params), "-q"])
     assert res.exit_code == 0, res.output

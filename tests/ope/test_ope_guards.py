@@ -72,7 +72,7 @@ def test_a_diverged_run_is_one_line_and_exit_2_from_the_command(tmp_path, proble
     write_jsonl(store, tmp_path / "logs.jsonl")
     assert CliRunner().invoke(app, ["ingest", "jsonl", str(tmp_path / "logs.jsonl"), "--out", str(tmp_path / "store"),
                                     "--scale", "match=0:1", "--scale", "short=0:1", "--no-progress"]).exit_code == 0
-    (tmp_path / "params.yaml").write_text("dice:\n  preset: exact_nu\n  tmax: 3\n  zeta_explode: 0.5\n")
+    (tmp_path / "params.yaml").write_text("estimators:\n  enigma:\n    dice: {preset: exact_nu, tmax: 3, zeta_explode: 0.5}\n")
     r = CliRunner().invoke(app, ["estimate", "--experience", str(tmp_path / "store"), "--target", "t=python:enigma.ope.tabular:soft",
                                  "--encoder", "onehot", "--out", str(tmp_path / "out"), "--params", str(tmp_path / "params.yaml"),
                                  "--cache-dir", str(tmp_path / "cache"), "-q"])

@@ -68,8 +68,9 @@ def run_estimate(
     import pyarrow.parquet as pq
 
     from enigma.contracts import HeldOutAgent
-    from enigma.ope import DiceConfig, EnigmaEstimator
-    from enigma.params import ParamsError, load_params
+    from enigma.estimators import dice_config
+    from enigma.ope import EnigmaEstimator
+    from enigma.params import Params, ParamsError
     from enigma.store.experience import ExperienceStore
 
     both = set(targets) & set(target_actions)
@@ -77,15 +78,14 @@ def run_estimate(
         raise ValueError(f"target {sorted(both)[0]!r} given both as --target and --target-actions")
     if not targets and not target_actions:
         raise ValueError("no target: give --target NAME=SPEC or --target-actions NAME=FILE")
-    section = dict((load_params(params).get("dice") or {}) if params.is_file() else {})
-    if preset:
-        section["preset"] = preset
-    if encoder:
-        section["encoder"] = encoder
-    try:
-        cfg = DiceConfig.from_section(section)
-    except ValueError as exc:
-        raise ParamsError(f"{params}: section 'dice': {exc}") from exc
+    p = Params.load(params, missing="defaults")
+    entry = p.estimators.get("enigma")
+    if entry is None:
+        raise ParamsError(f"{params}: estimators has no entry 'enigma' (the estimator enigma estimate runs)")
+    overrides = {k: v for k, v in (("preset", preset), ("encoder", encoder)) if v}
+    if overrides:
+        p = p.model_copy(update={"estimators": {**p.estimators, "enigma": entry.model_copy(update={"dice": {**entry.dice, **overrides}})}})
+    cfg = dice_config("enigma", p)
     if cfg.torch_threads:
         import torch
 
@@ -100,24 +100,11 @@ def run_estimate(
     unknown = excluded - set(store.agents())
     if unknown:
         raise ValueError(f"--exclude-agents: {sorted(unknown)} not agents of {experience} (have {store.agents()})")
-    all_params = load_params(params) if params.is_file() else {}
-    from enigma.sampling.config import SampleConfig
-
-    try:
-        sample_cfg = SampleConfig.model_validate(all_params.get("sample") or {})
-    except ValueError as exc:
-        raise ParamsError(f"{params}: section 'sample': {exc}") from exc
     overrides = {"n_samples": n_samples, "seed": seed, "cache_dir": str(cache_dir / "samples") if cache_dir else None}
-    sample_cfg = sample_cfg.model_copy(update={k: v for k, v in overrides.items() if v is not None})
+    sample_cfg = p.sample.model_copy(update={k: v for k, v in overrides.items() if v is not None})
     # Embeddings live where the encode stage keeps them, so a study re-encodes nothing.
-    embed_dir = cache_dir / "embeddings" if cache_dir else ((all_params.get("encode") or {}).get("cache") or {}).get("cache_dir")
-    from enigma.encoders.config import EncodeConfig
-
-    try:
-        encode = EncodeConfig.model_validate(all_params.get("encode") or {})
-    except ValueError as exc:
-        raise ParamsError(f"{params}: section 'encode': {exc}") from exc
-    estimator = EnigmaEstimator(cfg, cache_dir=embed_dir, encode=encode, progress=progress)
+    embed_dir = cache_dir / "embeddings" if cache_dir else None
+    estimator = EnigmaEstimator(cfg, cache_dir=embed_dir, encode=p.encode, progress=progress)
     settings_hash = hashlib.blake2b(
         json.dumps([estimator.fingerprint(), str(experience.resolve()), sorted(excluded), sample_cfg.n_samples, sample_cfg.seed],
                    sort_keys=True).encode(),

@@ -116,7 +116,8 @@ def pair_dialogues(
     return PairedDialogues(out, rewards, names, dict(skipped))
 
 
-def build_encoder(cfg: DiceConfig, cache_dir: str | Path | None = None, encode: EncodeConfig | None = None) -> PairEncoder:
+def build_encoder(cfg: DiceConfig, cache_dir: str | Path | None = None, encode: EncodeConfig | None = None,
+                  progress: bool = False) -> PairEncoder:
     """The pair encoder ``cfg.encoder`` names, on ``cfg.encoder_model``, run as the ``encode``
     section says (the frozen blocks and position buckets, the cache's tokens per text, the
     packed sequence's tokens per utterance); ``cache_dir`` overrides ``encode.cache.cache_dir``."""
@@ -132,7 +133,7 @@ def build_encoder(cfg: DiceConfig, cache_dir: str | Path | None = None, encode: 
             encode = encode.model_copy(update={"cache": encode.cache.model_copy(update={"cache_dir": str(cache_dir)})})
         f = encode.frozen
         return FrozenPairEncoder(
-            encode.embedding_cache(cfg.encoder_model), position_buckets=f.position_buckets,
+            encode.embedding_cache(cfg.encoder_model, progress=progress), position_buckets=f.position_buckets,
             projection_dim=f.projection_dim, blocks=tuple(f.blocks), agreement=cfg.agreement,
         )
     from enigma.encoders.finetune import FinetunePairEncoder
@@ -225,24 +226,6 @@ class EnigmaEstimator:
         self.progress = progress
         self._encoder = encoder
 
-    @classmethod
-    def from_params(cls, params_path: str | Path = "params.yaml", **kwargs: Any) -> "EnigmaEstimator":
-        """The ``dice`` section (a preset plus overrides); embeddings are cached where the
-        ``encode`` stage keeps them, so a study re-encodes nothing."""
-        from enigma.params import ParamsError, load_params
-
-        params = load_params(params_path)
-        try:
-            cfg = DiceConfig.from_section(params.get("dice"))
-        except ValueError as exc:
-            raise ParamsError(f"{params_path}: section 'dice': {exc}") from exc
-        try:
-            encode = EncodeConfig.model_validate(params.get("encode") or {})
-        except ValueError as exc:
-            raise ParamsError(f"{params_path}: section 'encode': {exc}") from exc
-        kwargs.setdefault("encode", encode)
-        return cls(cfg, **kwargs)
-
     def fingerprint(self) -> str:
         """What a saved leave-one-agent-out result depends on: the DICE settings and the
         encoder settings that change the pair vectors (not where the cache lives)."""
@@ -252,7 +235,7 @@ class EnigmaEstimator:
     def encoder(self) -> PairEncoder:
         # The encoder (and a frozen encoder's embedding cache) is reused across held-out agents.
         if self._encoder is None:
-            self._encoder = build_encoder(self.config, self.cache_dir, self.encode)
+            self._encoder = build_encoder(self.config, self.cache_dir, self.encode, self.progress)
         return self._encoder
 
     def estimate(self, experience: ExperienceStore, target: HeldOutAgent) -> EstimateResult:

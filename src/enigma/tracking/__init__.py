@@ -10,9 +10,9 @@ run is logged.
 
 from enigma.tracking.config import DEFAULT_DB, TrackingConfig, project_root, resolve_uri
 from enigma.tracking.mlflow_log import TrackedRun, log_benchmark_run, pip_requirements
-from enigma.tracking.results import AgentResult, load_results, results_from_rows
+from enigma.tracking.results import AgentResult, headline_metrics, load_results, results_from_report, results_from_rows
 
 __all__ = [
     "DEFAULT_DB", "TrackingConfig", "project_root", "resolve_uri", "TrackedRun", "log_benchmark_run",
-    "pip_requirements", "AgentResult", "load_results", "results_from_rows",
+    "pip_requirements", "AgentResult", "headline_metrics", "load_results", "results_from_report", "results_from_rows",
 ]

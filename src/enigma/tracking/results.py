@@ -141,3 +141,30 @@ def results_from_rows(
                 vals = frame[c].tolist()
                 res.curves[c] = [(s, float(v)) for s, v in zip(steps, vals) if _finite(v)]
     return list(grouped.values())
+
+
+def results_from_report(rows: Iterable[Mapping[str, Any]], summary: Mapping[str, Any], curves: "Any | None" = None) -> list[AgentResult]:
+    """``results_from_rows`` with the truth a report's summary holds for every (agent, rating)."""
+    truth = {
+        (agent, r): cell["truth"]
+        for agent, per in (summary.get("agents") or {}).items()
+        for r, cell in per.items()
+        if isinstance(cell, dict) and cell.get("truth") is not None
+    }
+    return results_from_rows(rows, truth, curves)
+
+
+def headline_metrics(summary: Mapping[str, Any]) -> dict[str, float]:
+    """A report's numbers as MLflow metrics of the parent run: every estimator's mean
+    correlations and its Pearson and Spearman per rating."""
+    out = {}
+    for est, entry in (summary.get("estimators") or {}).items():
+        for k in ("mean_pearson", "mean_spearman", "mean_kendall"):
+            if isinstance(entry.get(k), (int, float)):
+                out[f"{est}.{k}"] = entry[k]
+        for r in summary.get("ratings") or []:
+            for k in ("pearson", "spearman"):
+                v = (entry.get(r) or {}).get(k)
+                if isinstance(v, (int, float)):
+                    out[f"{est}.{r}.{k}"] = v
+    return out
