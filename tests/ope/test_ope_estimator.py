@@ -7,6 +7,7 @@ from pathlib import Path
 
 import json
 
+import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -121,12 +122,16 @@ def test_cli_estimate_writes_estimates_and_curves_and_resumes(problem, tmp_path)
     assert set(out["targets"]["t"]["match"]) == {"estimate", "unnormalised", "ess"}
     n_b1 = sum(a == "b1" for a in store.dialogues.column("agent_id").to_pylist())
     assert out["diagnostics"]["t"]["n_dialogues"] == n_b1 and out["diagnostics"]["t"]["excluded_agents"] == ["b2"]
-    curve = (tmp_path / "out" / "curves" / "t.csv").read_text().splitlines()
-    assert curve[0].startswith("run,step,loss") and len(curve) == 3
+    # the target's result file as the benchmarks' runner writes it, its learning curve and heads beside it
+    result = tmp_path / "out" / "results" / "enigma" / "t.json"
+    curve = pd.read_parquet(result.with_suffix(".curve.parquet"))
+    assert list(curve.columns[:4]) == ["estimator", "agent_id", "step", "loss"] and list(curve.step) == [20, 40]
+    assert set(curve.run) == {"all"} and result.with_suffix(".heads.pt").is_file()
     # a rerun with the same settings reuses the finished target
-    stamp = (tmp_path / "out" / "targets" / "t.json").stat().st_mtime_ns
+    stamp = result.stat().st_mtime_ns
     assert CliRunner().invoke(app, args).exit_code == 0
-    assert (tmp_path / "out" / "targets" / "t.json").stat().st_mtime_ns == stamp
+    assert result.stat().st_mtime_ns == stamp
+    assert json.loads((tmp_path / "out" / "estimates.json").read_text()) == out
 
 
 def test_cli_reports_bad_input_in_one_line(problem, tmp_path):
