@@ -69,6 +69,8 @@ def test_shared_values_fill_every_section_that_uses_them_unless_it_sets_its_own(
     # a variant inherits from its base, key by key
     assert dice_config("gda", params).seed == 3 and dice_config("gda", params).encoder_model == "mpnet"
     assert dice_config("gda", params).solver == "gda" and dice_config("enigma", params).solver == "exact_nu"
+    # without an estimators section, ENIGMA on its defaults, with the shared seed too
+    assert dice_config("enigma", Params.from_dict({"shared": {"seed": 4}})).seed == 4
 
 
 def test_params_of_the_earlier_shape_say_where_things_went(tmp_path):

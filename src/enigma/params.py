@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 from enigma.agents.config import ServeSettings
 from enigma.comparators.config import ComparatorsConfig
@@ -79,10 +79,13 @@ def _fill(section: dict, key: str, value: Any) -> None:
 
 
 def _sub(data: dict, *keys: str) -> dict:
-    """``data[k1][k2]...`` as a dict, created where missing (so a shared value can go in)."""
+    """``data[k1][k2]...`` as a dict, created where missing (so a shared value can go in); a
+    value that is not a mapping is left to the section's own validation to report."""
     for k in keys:
         if data.get(k) is None:
             data[k] = {}
+        if not isinstance(data[k], dict):
+            return {}
         data = data[k]
     return data
 
@@ -96,7 +99,7 @@ class Params(BaseModel):
     sample: SampleConfig = SampleConfig()
     serve: ServeSettings = ServeSettings()
     encode: EncodeConfig = EncodeConfig()
-    estimators: dict[str, EstimatorEntry] = Field(default_factory=lambda: {"enigma": EstimatorEntry()})
+    estimators: dict[str, EstimatorEntry] = {}  # without the section: {"enigma": {}}, ENIGMA on its defaults
     comparators: ComparatorsConfig = ComparatorsConfig()
     report: ReportConfig = ReportConfig()
     tracking: TrackingConfig = TrackingConfig()
@@ -129,7 +132,10 @@ class Params(BaseModel):
         transcripts = _sub(data, "sample", "agents", "transcripts")
         _fill(transcripts, "encoder", model)
         _fill(transcripts, "embed_cache_dir", cache)
-        for entry in (data.get("estimators") or {}).values():
+        if data.get("estimators") is None:
+            data["estimators"] = {"enigma": {}}  # ENIGMA on its defaults
+        estimators = data["estimators"] if isinstance(data["estimators"], dict) else {}
+        for entry in estimators.values():
             if isinstance(entry, dict) and entry.get("base") is None:  # a variant inherits them from its base
                 dice = _sub(entry, "dice")
                 _fill(dice, "seed", seed)
