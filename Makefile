@@ -20,9 +20,10 @@ setup: $(STAMP)
 
 # Main job: reproduce the default (airline) benchmark with DVC.
 run: setup
-	# only the airline pipeline: See 2019 is `dvc repro report_see2019`
-	# the stages call `enigma` and `python` from PATH (so that `dvc exp run --temp` works too)
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc repro report_airline
+	# only the airline pipeline (store@airline -> rollouts -> sample -> train -> report@airline);
+	# See 2019 is `dvc repro report@see2019`, every estimator `dvc repro report_full@airline`
+	# the stages call `enigma` from PATH (so that `dvc exp run --temp` works too)
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc repro report@airline
 	$(BIN)/enigma report show reports/airline/summary.json
 
 # Whole suite, the slow real-data checks included (this is what CI runs).

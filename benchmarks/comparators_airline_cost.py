@@ -27,8 +27,10 @@ import pyarrow.parquet as pq
 import torch
 
 import enigma  # noqa: F401
-from enigma.comparators import catalog
-from enigma.evaluation.loao import HeldOutSources, evaluate_one
+from enigma.estimators import build_estimator
+from enigma.params import Params
+from enigma.evaluation.heldout import HeldOutSources
+from enigma.evaluation.loao import evaluate_one
 from enigma.store.experience import ExperienceStore
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -44,7 +46,7 @@ def from_results(out_path: Path, benchmark: str = "airline") -> None:
     estimators at a time, each in its own process with one torch thread, on the 2 cores)."""
     import pandas as pd
 
-    from enigma.evaluation.loao import read_results
+    from enigma.evaluation.results import read_results
 
     dirs = [d for d in (ROOT / f"data/{benchmark}/results", ROOT / f"data/{benchmark}/results_full") if d.is_dir()]
     r = pd.concat([read_results(d) for d in dirs], ignore_index=True).drop_duplicates(["estimator", "agent_id"])
@@ -97,7 +99,7 @@ def main() -> None:
     seconds = result.setdefault("seconds", {})
     for name in names:
         t0 = time.perf_counter()
-        est = catalog.build(name, args.params)
+        est = build_estimator(name, Params.load(args.params))
         build = time.perf_counter() - t0
         times = []
         for a in agents:

@@ -21,10 +21,9 @@ import pyarrow as pa
 import torch
 
 import enigma  # noqa: F401
-from enigma.comparators import catalog
-from enigma.comparators.config import load_config
 from enigma.contracts import HeldOutAgent, Regime
-from enigma.store.config import load_ingest_config
+from enigma.estimators import COMPARATORS
+from enigma.params import Params
 from enigma.store.experience import ExperienceStore
 from enigma.store.readers import see2019, see2019_selfplay
 
@@ -52,18 +51,18 @@ def main() -> None:
     ap.add_argument("--only", default="", help="comma-separated subset of comparator names")
     args = ap.parse_args()
     torch.set_num_threads(2)
-    ingest = load_ingest_config(ROOT / "params.yaml")
+    ingest = Params.load(ROOT / "params.yaml").ingest
     r = see2019.read(DATA, ingest)
     store = ExperienceStore(r.dialogues, r.turns, r.rejects)
     r = see2019_selfplay.read(DATA, ingest)
     selfplay = ExperienceStore(r.dialogues, r.turns, r.rejects)
     agents = sorted(set(store.agents()) & set(selfplay.agents()))[: args.agents]
-    config = load_config(ROOT / "params.yaml")
+    config = Params.load(ROOT / "params.yaml").comparators
     names = [n for n in NAMES if not args.only or n in args.only.split(",")]
     out: dict = {"agents": agents, "n_experience_dialogues_approx": store.dialogues.num_rows, "host": platform.node(),
                  "torch_threads": torch.get_num_threads(), "seconds": {}}
     for name in names:
-        est = catalog.build(name, config=config)
+        est = COMPARATORS[name](config)
         times = []
         for agent in agents:
             experience = store.without_agent(agent)

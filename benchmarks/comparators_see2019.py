@@ -23,12 +23,13 @@ import pandas as pd
 import torch
 
 import enigma  # noqa: F401  (offline environment)
-from enigma.comparators import catalog
-from enigma.comparators.config import load_config
-from enigma.evaluation.loao import RESULT_COLUMNS, HeldOutSources, run_loao
+from enigma.evaluation.heldout import HeldOutSources
+from enigma.evaluation.loao import run_loao
+from enigma.evaluation.results import RESULT_COLUMNS
 from enigma.evaluation.summary import build_summary
 from enigma.evaluation.truth import truth_from_store
-from enigma.store.config import load_ingest_config
+from enigma.estimators import COMPARATORS
+from enigma.params import Params
 from enigma.store.experience import ExperienceStore
 from enigma.store.readers import see2019, see2019_selfplay
 
@@ -63,7 +64,7 @@ def main() -> None:
     args = ap.parse_args()
     torch.set_num_threads(2)
 
-    ingest = load_ingest_config(args.params)
+    ingest = Params.load(args.params).ingest
     r = see2019.read(DATA, ingest)
     store = ExperienceStore(r.dialogues, r.turns, r.rejects)
     r = see2019_selfplay.read(DATA, ingest)
@@ -74,9 +75,9 @@ def main() -> None:
     if args.summarise_only:
         results = saved_results(Path(args.work), agents)
     else:
-        config = load_config(args.params)
+        config = Params.load(args.params).comparators
         skip = {x for x in args.skip.split(",") if x}
-        estimators = [catalog.build(n, config=config) for n in ESTIMATORS if n not in skip]
+        estimators = [COMPARATORS[n](config) for n in ESTIMATORS if n not in skip]
         sources = HeldOutSources(rollouts=lambda a: selfplay.filter_agents(keep={a}))
         results = run_loao(store, estimators, sources, agents=agents, results_dir=args.work, errors="record")
     seconds = time.perf_counter() - t0

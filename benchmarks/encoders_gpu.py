@@ -17,7 +17,7 @@ Measures, in one run on a CUDA device:
    drawn at random from other dialogues (as in ope_speed.py: real text of realistic length;
    what the target says does not matter for speed). Optimiser steps are timed with a global
    optimiser hook and the full-data diagnostic passes (every ``log_every`` steps) by wrapping
-   ``enigma.ope.trainer.evaluate`` (with a ``cuda.synchronize()`` on each side), so seconds
+   ``enigma.ope.diagnostics.evaluate`` (with a ``cuda.synchronize()`` on each side), so seconds
    per step exclude them; the projection to a leave-one-agent-out study adds them back.
 
 The CPU figures it compares with are those of benchmarks/results/encoders_speed.json.
@@ -72,12 +72,11 @@ def clock() -> float:
 
 
 def load_store(data_dir: Path):
-    from enigma.params import section
-    from enigma.store.config import IngestConfig
+    from enigma.params import Params
     from enigma.store.experience import ExperienceStore
     from enigma.store.readers import read
 
-    cfg = section(IngestConfig, "ingest", REPO / "params.yaml").model_copy(update={"progress": False})
+    cfg = Params.load(REPO / "params.yaml").ingest
     result = read("see2019", data_dir, cfg, cfg.source("see2019"))
     return ExperienceStore(result.dialogues, result.turns)
 
@@ -239,11 +238,11 @@ def bench_finetune(args, by_dialog, ids, pool, device) -> dict:
 
 # --------------------------------------------------------------------------- 3. end to end
 def bench_end_to_end(args, store, n_samples: int) -> dict:
-    import torch
 
+    import enigma.ope.diagnostics as diagnostics
     import enigma.ope.trainer as trainer
     from enigma.contracts import HeldOutAgent
-    from enigma.encoders.config import EncodeConfig
+    from enigma.params import Params
     from enigma.ope import DiceConfig, EnigmaEstimator
 
     counts: dict[str, int] = {}
@@ -267,7 +266,7 @@ def bench_end_to_end(args, store, n_samples: int) -> dict:
     if base.schedule == "inverse_sqrt" and base.warmup_steps >= args.steps:  # only in a tiny --quick run
         settings["warmup_steps"] = args.steps // 2
     cfg = DiceConfig.preset(args.preset, **settings)
-    encode = EncodeConfig.load(REPO / "params.yaml")
+    encode = Params.load(REPO / "params.yaml").encode
 
     # instrumentation (timing only; nothing of the computation changes)
     steps: list[float] = []
@@ -289,7 +288,8 @@ def bench_end_to_end(args, store, n_samples: int) -> dict:
             in_eval[0] = False
             evals.append((t0, clock()))
 
-    trainer.evaluate = timed_evaluate
+    # the diagnostic passes (learning-curve rows) and the final pass
+    diagnostics.evaluate = trainer.evaluate = timed_evaluate
     est = EnigmaEstimator(cfg, encode=encode, progress=False)
     reset_peak()
     t0 = clock()
@@ -323,7 +323,7 @@ def bench_end_to_end(args, store, n_samples: int) -> dict:
         status = f"{type(exc).__name__}: {exc}"
     total = clock() - t0
     hook.remove()
-    trainer.evaluate = original_evaluate
+    diagnostics.evaluate = trainer.evaluate = original_evaluate
     del encoder.prepare, encoder.batch_tensors
 
     # seconds per optimiser step: between consecutive steps, leaving out the intervals that

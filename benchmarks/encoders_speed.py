@@ -46,11 +46,10 @@ DATA = REPO / "data" / "raw" / "see2019_convai2_humaneval"
 
 def load_dialogues():
     from enigma.contracts import Turn
-    from enigma.params import section
-    from enigma.store.config import IngestConfig
+    from enigma.params import Params
     from enigma.store.readers import read
 
-    cfg = section(IngestConfig, "ingest", REPO / "params.yaml").model_copy(update={"progress": False})
+    cfg = Params.load(REPO / "params.yaml").ingest
     result = read("see2019", DATA, cfg, cfg.source("see2019"))
     turns = result.turns.to_pylist()
     by_dialog: dict[str, list] = {}

@@ -42,12 +42,12 @@ def main() -> None:
     from enigma.evaluation.correlation import score_estimator, spread_ratio
     from enigma.ope.config import DiceConfig
     from enigma.ope.estimator import EnigmaEstimator
-    from enigma.params import load_params
+    from enigma.params import Params
     from enigma.store.experience import ExperienceStore
 
     torch.set_num_threads(1)
-    params = load_params(REPO / "params.yaml")
-    section = dict(params["dice"])
+    params = Params.load(REPO / "params.yaml")
+    section = dict(params.estimators["enigma"].dice)
     cache_dir = params["encode"]["cache"]["cache_dir"]
     store = ExperienceStore.open(REPO / "data/airline/store")
     truth_long = pd.read_parquet(REPO / "data/airline/truth.parquet")

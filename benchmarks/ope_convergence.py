@@ -89,7 +89,9 @@ def run_agent(cfg, encoder, store, agent: str, targets) -> dict:
     from enigma.ope.estimator import dice_data, pair_dialogues
     from enigma.ope.objective import penalty, slot_values
     from enigma.ope.padding import check_tmax
-    from enigma.ope.trainer import DiceDivergence, _Features, pick_device, train_dice
+    from enigma.ope.features import Features
+    from enigma.ope.guards import DiceDivergence
+    from enigma.ope.trainer import pick_device, train_dice
 
     t0, c0 = time.perf_counter(), time.process_time()
     experience = store.without_agent(agent)
@@ -114,7 +116,7 @@ def run_agent(cfg, encoder, store, agent: str, targets) -> dict:
 
     # zeta in every slot of every dialogue at the final weights
     device = pick_device(cfg.device)
-    feats = _Features(encoder, prepared, len(data.dialog_ids), device, cfg)
+    feats = Features(encoder, prepared, len(data.dialog_ids), device, cfg)
     with torch.no_grad():
         logged, target = feats(None)
         v = slot_values(
@@ -199,13 +201,13 @@ def main() -> None:
     from enigma.evaluation.correlation import score_estimator, spread_ratio
     from enigma.ope.config import DiceConfig
     from enigma.ope.estimator import build_encoder
-    from enigma.params import load_params
+    from enigma.params import Params
     from enigma.store.experience import ExperienceStore
 
     torch.set_num_threads(1)
     load_before = f"{os.getloadavg()[0]:.1f}"
-    params = load_params(REPO / "params.yaml")
-    section = dict(params["dice"])
+    params = Params.load(REPO / "params.yaml")
+    section = dict(params.estimators["enigma"].dice)
     cache_dir = args.cache_dir or str(REPO / params["encode"]["cache"]["cache_dir"])
     store = ExperienceStore.open(REPO / "data/airline/store")
     truth = pd.read_parquet(REPO / "data/airline/truth.parquet").pivot(index="agent_id", columns="rating", values="value")

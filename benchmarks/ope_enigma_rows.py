@@ -1,10 +1,10 @@
-"""ENIGMA settings compared paired on a benchmark: every row is the ``dice`` section of
+"""ENIGMA settings compared paired on a benchmark: every row is ``estimators.enigma.dice`` of
 params.yaml plus the row's overrides, run by leave-one-agent-out on the same store, target
-actions and held-out agents as the DVC train stage runs it (``flows.stages``), two rows at a
+actions and held-out agents as the DVC train stage runs it (``enigma.pipeline.train``), two rows at a
 time (one torch thread each). Each row is scored against the truth with the same bootstrap
 resamples of the agents, so differences against the first row are paired.
 
-    .venv/bin/dvc repro sample_airline      # the store and target actions, if not there yet
+    .venv/bin/dvc repro sample@airline      # the store and target actions, if not there yet
     .venv/bin/python benchmarks/ope_enigma_rows.py airline \\
         --row 'nu1e-2={"alpha_nu": 0.01}' --row 'nu1e-4={"alpha_nu": 1e-4}' --tag ope_alpha_nu_airline
 
@@ -27,18 +27,19 @@ from pathlib import Path
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))  # flows: the benchmarks' settings
 RESULTS = REPO / "benchmarks" / "results"
 
 
 def _one_row(benchmark: str, params_path: str, results_dir: str) -> float:
     import torch
 
-    from flows.stages import _train_one
+    from enigma.params import Params
+    from enigma.pipeline.train import train_estimator
 
     torch.set_num_threads(1)
     t0 = time.perf_counter()
-    failures = _train_one("enigma", benchmark, params_path, results_dir, bars=False)
+    params = Params.load(params_path)
+    failures = train_estimator(params.benchmark(benchmark), params, "enigma", results_dir=results_dir)
     if failures:
         print(f"{params_path}: {failures} agent(s) failed", flush=True)
     return time.perf_counter() - t0
@@ -59,10 +60,10 @@ def main() -> None:
     import pandas as pd
 
     from enigma.evaluation.correlation import paired_difference, score_estimator
-    from enigma.evaluation.loao import read_results
-    from enigma.evaluation.truth import read_truth, truth_from_store, truth_wide
-    from enigma.store.experience import ExperienceStore
-    from flows.evaluate import benchmark_config
+    from enigma.evaluation.results import read_results
+    from enigma.evaluation.truth import read_truth, truth_wide
+    from enigma.params import Params
+    from enigma.pipeline.train import warm_embeddings
 
     base = yaml.safe_load(args.params.read_text())
     rows = []
@@ -74,24 +75,24 @@ def main() -> None:
     for name, overrides in rows:
         d = work / name
         d.mkdir(parents=True, exist_ok=True)
-        params = dict(base, dice=dict(base["dice"], **overrides))
+        enigma = base["estimators"]["enigma"]
+        params = dict(base, estimators=dict(base["estimators"], enigma=dict(enigma, dice=dict(enigma["dice"], **overrides))))
         (d / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
         jobs.append((name, str(d / "params.yaml"), str(d / "results")))
-    from flows.stages import _warm_embeddings
-
     # every text into the shared embedding cache once, before the rows' processes read it
-    _warm_embeddings(benchmark_config(args.benchmark, str(args.params)), str(args.params))
+    params = Params.load(args.params)
+    b = params.benchmark(args.benchmark)
+    warm_embeddings(b, params)
     with ProcessPoolExecutor(args.workers, mp_context=multiprocessing.get_context("spawn")) as pool:
         futures = {name: pool.submit(_one_row, args.benchmark, p, r) for name, p, r in jobs}
         seconds = {name: f.result() for name, f in futures.items()}
 
-    b = benchmark_config(args.benchmark, str(args.params))
-    truth = truth_wide(read_truth(REPO / b.truth) if b.truth else truth_from_store(ExperienceStore.open(REPO / b.store)))
+    truth = truth_wide(read_truth(REPO / b.truth))
     scores, info = {}, {}
     if args.committed:
         import subprocess
 
-        summary = json.loads(subprocess.run(["git", "show", f"{args.committed}:{b.report_dir}/summary.json"], cwd=REPO,
+        summary = json.loads(subprocess.run(["git", "show", f"{args.committed}:{b.report_dir()}/summary.json"], cwd=REPO,
                                             capture_output=True, text=True, check=True).stdout)
         old = pd.DataFrame({a: {r: cell["enigma"] for r, cell in per.items()} for a, per in summary["agents"].items()}).T
         s = score_estimator("committed", old, truth.loc[old.index], sorted(old.columns))
@@ -129,7 +130,7 @@ def main() -> None:
 
     cmd = " ".join([".venv/bin/python", "benchmarks/ope_enigma_rows.py", *sys.argv[1:]])
     lines = [f"# ENIGMA settings on {args.benchmark}, leave-one-agent-out, paired", "", f"`{cmd}`", "",
-             f"Rows: params.yaml's `dice` section plus the overrides; {len(scores[ref].agents)} held-out agents; "
+             f"Rows: params.yaml's `estimators.enigma.dice` plus the overrides; {len(scores[ref].agents)} held-out agents; "
              "1000 bootstrap resamples of the agents (seed 0), the same for every row.", "",
              "| row | overrides | mean Pearson [95% CI] | mean Spearman | reward Pearson | reward Spearman | mean spread ratio | converged | s/agent |",
              "|---|---|---|---|---|---|---|---|---|"]

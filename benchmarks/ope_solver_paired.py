@@ -6,7 +6,7 @@ dir, ``enigma-gda`` from the full one), scores both with the same bootstrap resa
 agents and reports the paired difference of the mean Pearson and Spearman over the ratings, the
 reward correlations, and how many of exact_nu's runs converged.
 
-    .venv/bin/dvc repro report_airline_full report_see2019_full   # the results, if not there yet
+    .venv/bin/dvc repro report_full@airline report_full@see2019   # the results, if not there yet
     .venv/bin/python benchmarks/ope_solver_paired.py              # writes benchmarks/results/ope_solver_paired.{json,md}
 """
 
@@ -30,10 +30,9 @@ def main() -> None:
     import pandas as pd
 
     from enigma.evaluation.correlation import paired_difference, score_estimator
-    from enigma.evaluation.loao import read_results
-    from enigma.evaluation.truth import read_truth, truth_from_store, truth_wide
-    from enigma.store.experience import ExperienceStore
-    from flows.evaluate import benchmark_config
+    from enigma.evaluation.results import read_results
+    from enigma.evaluation.truth import read_truth, truth_wide
+    from enigma.params import Params
 
     out: dict = {"reproduce": ".venv/bin/python benchmarks/ope_solver_paired.py", "benchmarks": {}}
     lines = ["# ENIGMA: exact_nu against gradient descent-ascent, paired (benchmarks/ope_solver_paired.py)", "",
@@ -43,9 +42,9 @@ def main() -> None:
              "|---|---|---|---|---|---|---|"]
     diffs = []
     for name in ("airline", "see2019"):
-        b = benchmark_config(name, str(REPO / "params.yaml"))
-        rows = pd.concat([read_results(REPO / b.results_dir), read_results(REPO / b.full.results_dir)], ignore_index=True)
-        truth = truth_wide(read_truth(REPO / b.truth) if b.truth else truth_from_store(ExperienceStore.open(REPO / b.store)))
+        b = Params.load(REPO / "params.yaml").benchmark(name)
+        rows = pd.concat([read_results(REPO / b.results_dir()), read_results(REPO / b.results_dir(full=True))], ignore_index=True)
+        truth = truth_wide(read_truth(REPO / b.truth))
         ratings = sorted(set(rows[rows.estimator == "enigma"].rating))
         scores, info = {}, {}
         for label, est in SOLVERS.items():

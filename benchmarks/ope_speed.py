@@ -55,12 +55,11 @@ ROWS: dict[str, dict] = {
 
 
 def load_store():
-    from enigma.params import section
-    from enigma.store.config import IngestConfig
+    from enigma.params import Params
     from enigma.store.experience import ExperienceStore
     from enigma.store.readers import read
 
-    cfg = section(IngestConfig, "ingest", REPO / "params.yaml").model_copy(update={"progress": False})
+    cfg = Params.load(REPO / "params.yaml").ingest
     result = read("see2019", DATA, cfg, cfg.source("see2019"))
     return ExperienceStore(result.dialogues, result.turns)
 
@@ -99,7 +98,6 @@ def main() -> None:
     from enigma.encoders.frozen import FrozenPairEncoder
     from enigma.ope import DiceConfig, EnigmaEstimator, pair_dialogues
     from enigma.ope.padding import check_tmax
-    from enigma.params import load_params
 
     torch.set_num_threads(args.threads)
     store = load_store()
@@ -109,7 +107,9 @@ def main() -> None:
     held_out = max(counts, key=counts.get)
     experience = store.without_agent(held_out)
     ta = fake_target_actions(experience, 0, args.n_samples)
-    section = dict(load_params(REPO / "params.yaml").get("dice") or {})
+    from enigma.params import Params
+
+    section = dict(Params.load(REPO / "params.yaml").estimators["enigma"].dice)
     longest = max(sum(t.role == "agent" for t in h) for h in experience.histories().values())
     section["tmax"] = max(int(section.get("tmax", 15)), longest + 1)
 

@@ -48,7 +48,8 @@ def enigma(*args: str, cwd: Path) -> str:
 def run_row(name, overrides, base, work, store, problem, args, log_seed) -> list[dict]:
     import pyarrow.parquet as pq
 
-    params = dict(base, dice=dict(base["dice"], **overrides))
+    enigma_entry = base["estimators"]["enigma"]
+    params = dict(base, estimators=dict(base["estimators"], enigma=dict(enigma_entry, dice=dict(enigma_entry["dice"], **overrides))))
     params_path = work / f"params-{name}.yaml"
     params_path.write_text(yaml.safe_dump(params))
     specs = [f"--target={t}=python:enigma.ope.tabular:{t}" for t in args.targets]

@@ -1,4 +1,4 @@
-"""Wall time of the main job (`dvc repro report_airline`, what `make run` does after set-up)
+"""Wall time of the main job (`dvc repro report@airline`, what `make run` does after set-up)
 in a fresh clone of this repository, with its headline numbers.
 
     .venv/bin/python benchmarks/pipeline_main_job.py [--keep]
@@ -35,7 +35,7 @@ def main() -> int:
     env = dict(os.environ, PATH=f"{REPO / '.venv' / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}")
     load_before = os.getloadavg()
     t0 = time.perf_counter()
-    run = subprocess.run(["dvc", "repro", "report_airline"], cwd=clone, env=env, capture_output=True, text=True)
+    run = subprocess.run(["dvc", "repro", "report@airline"], cwd=clone, env=env, capture_output=True, text=True)
     wall = time.perf_counter() - t0
     load_after = os.getloadavg()
     show = subprocess.run(["enigma", "report", "show", "reports/airline/summary.json"], cwd=clone, env=env,
@@ -44,7 +44,7 @@ def main() -> int:
     summary = json.loads(summary_path.read_text()) if summary_path.is_file() else {}
     enigma = (summary.get("estimators") or {}).get("enigma", {}).get("reward", {})
     result = {
-        "command": "dvc repro report_airline (fresh clone, empty caches)",
+        "command": "dvc repro report@airline (fresh clone, empty caches)",
         "returncode": run.returncode,
         "wall_seconds": round(wall, 1),
         "under_20_minutes": wall < 1200,
@@ -60,7 +60,7 @@ def main() -> int:
     OUT.mkdir(parents=True, exist_ok=True)
     (OUT / "pipeline_main_job.json").write_text(json.dumps(result, indent=2) + "\n")
     md = [
-        "# Main job: `dvc repro report_airline` in a fresh clone",
+        "# Main job: `dvc repro report@airline` in a fresh clone",
         "",
         f"- wall time: {result['wall_seconds']} s ({'under' if result['under_20_minutes'] else 'OVER'} 20 min), exit {run.returncode}",
         f"- machine: {os.cpu_count()} cores, load average {load_before[0]:.1f} before, {load_after[0]:.1f} after",

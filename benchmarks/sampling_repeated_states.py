@@ -42,20 +42,21 @@ def shared_states(targets_dir: Path) -> dict[str, float]:
 
 def main() -> None:
     from enigma.store.experience import ExperienceStore
-    from flows.evaluate import benchmark_config
+    from enigma.params import Params
 
     lines = ["# Repeated states in the target tables (benchmarks/sampling_repeated_states.py)", "",
              "Occurrences: logged agent turns of the other agents' dialogues, summed over the held-out agents' tables "
              "(first sample). A shared state is a history reached by more than one dialogue.", "",
              "| benchmark | occurrences | in shared states | shared states | of those, with more than one distinct reply |",
              "|---|---|---|---|---|"]
+    params = Params.load(REPO / "params.yaml")
     for name in ("airline", "see2019"):
-        b = benchmark_config(name, str(REPO / "params.yaml"))
+        b = params.benchmark(name)
         s = shared_states(REPO / b.targets_dir)
         lines.append(f"| {name} | {s['occurrences']:,} | {s['in_shared_states']:,} ({s['in_shared_states'] / s['occurrences']:.1%}) | "
                      f"{s['shared_states']:,} | {s['shared_states_varied']:,} |")
 
-    b = benchmark_config("see2019", str(REPO / "params.yaml"))
+    b = params.benchmark("see2019")
     selfplay = ExperienceStore.open(REPO / b.rollouts)
     own: dict[str, set[str]] = defaultdict(set)
     histories = selfplay.histories()

@@ -27,9 +27,8 @@ import torch  # noqa: E402
 
 from enigma.agents.config import AgentSettings, TranscriptSettings  # noqa: E402
 from enigma.encoders.text_cache import EmbeddingCache  # noqa: E402
-from enigma.params import section  # noqa: E402
+from enigma.params import Params  # noqa: E402
 from enigma.sampling import sample_targets  # noqa: E402
-from enigma.store.config import IngestConfig  # noqa: E402
 from enigma.store.experience import ExperienceStore  # noqa: E402
 from enigma.store.readers import read  # noqa: E402
 
@@ -59,7 +58,7 @@ def main():
     ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "sampling_support")
     args = ap.parse_args()
     torch.set_num_threads(1)
-    cfg = section(IngestConfig, "ingest", REPO / "params.yaml", progress=False)
+    cfg = Params.load(REPO / "params.yaml").ingest
     rows = []
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)

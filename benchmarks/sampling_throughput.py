@@ -113,11 +113,10 @@ def main():
 
         see = REPO / "data" / "raw" / "see2019_convai2_humaneval"
         if see.is_dir():
-            from enigma.params import section
-            from enigma.store.config import IngestConfig
+            from enigma.params import Params
             from enigma.store.readers import read
 
-            cfg = section(IngestConfig, "ingest", REPO / "params.yaml", progress=False)
+            cfg = Params.load(REPO / "params.yaml").ingest
             sp = read("see2019-selfplay", see / "selfplay_hmjiang" / "greedy_model.jsonl", cfg)
             ExperienceStore(sp.dialogues, sp.turns).write(tmp / "selfplay")
             human = read("see2019", see / "evallog" / "baseline_model.jsonl", cfg)

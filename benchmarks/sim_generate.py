@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from enigma.params import section
+from enigma.params import Params
 from enigma.sim.generate import TRUTH_FILE, SimulateConfig, generate
 from enigma.store.experience import ExperienceStore
 
@@ -94,7 +94,7 @@ def main() -> None:
     results: dict = {"machine": platform.platform(), "python": platform.python_version(), "presets": {}}
     with tempfile.TemporaryDirectory() as tmp:
         for k, preset in enumerate(args.presets):
-            cfg = section(SimulateConfig, "simulate", args.params, preset=preset, progress=False)
+            cfg = Params.load(args.params).with_overrides("simulate", preset=preset)
             res = _run(cfg, Path(tmp) / preset)
             res["config"] = cfg.model_dump(exclude={"progress"})
             if k == 0 and not args.no_repeat:

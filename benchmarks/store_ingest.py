@@ -39,12 +39,12 @@ def main() -> None:
 
     gx_import_s = time.perf_counter() - t0
 
-    from enigma.store.config import load_ingest_config
+    from enigma.params import Params
     from enigma.store.experience import ExperienceStore
     from enigma.store.readers import read
     from enigma.store.validation import validate
 
-    config = load_ingest_config("params.yaml")
+    config = Params.load("params.yaml").ingest
     config.progress = False
     results = {}
     for fmt, path in SOURCES.items():

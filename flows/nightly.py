@@ -27,21 +27,20 @@ from prefect import flow, get_run_logger
 from prefect.futures import as_completed
 from prefect.states import Failed
 
-from enigma.params import DEFAULT_PARAMS, load_params
-from enigma.registry import RegisteredAgent, SeenAgents, read_registry
-from flows.config import NightlyConfig, nightly_config, pipeline_config
+from enigma.agents.registry import RegisteredAgent, SeenAgents, read_registry
+from enigma.params import DEFAULT_PARAMS, Params
+from enigma.pipeline.config import NightlyConfig
 from flows.runners import make_task_runner
 from tasks._common import digest
-from tasks.estimate import score_new_agent
-from tasks.sampling import sample_targets
-from tasks.tracking import log_to_mlflow
+from tasks.estimate import score_agent
+from tasks.sampling import sample_spec
 
 
 @flow(name="nightly", log_prints=True)
 def nightly(params_path: str = str(DEFAULT_PARAMS), registry: str | None = None) -> dict[str, Any]:
     logger = get_run_logger()
-    params = load_params(params_path)
-    cfg = nightly_config(params_path, registry=registry)
+    params = Params.load(params_path)
+    cfg = params.with_overrides("nightly", registry=registry)
     agents = read_registry(cfg.registry, cfg.checkpoint_spec)
     seen = SeenAgents(cfg.seen)
     new = seen.unseen(agents)
@@ -51,20 +50,14 @@ def nightly(params_path: str = str(DEFAULT_PARAMS), registry: str | None = None)
     logger.info("nightly: %d new agent(s): %s", len(new), ", ".join(a.name for a in new))
     stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
 
-    scores, errors = _score_each(new, cfg, params, params_path)
+    scores, errors = _score_each(new, cfg, params)
     failed = {name: errs for name, errs in errors.items() if errs}
     for name, errs in failed.items():
         logger.error("nightly: agent %s failed (%s); not marked seen, the next night retries it", name, _describe(errs))
     report_path = _write_report(cfg, stamp, new, scores, errors)
     tags = {"nightly_run": stamp, **({"failed_agents": ",".join(sorted(failed))} if failed else {})}
-    tracked = log_to_mlflow(
-        "nightly",
-        _tracked_results(new, cfg, scores, failed),
-        tracking=params.get("tracking") or {},
-        run_params={"registry": str(cfg.registry), "store": str(cfg.store), "estimators": ",".join(cfg.estimators)},
-        report_dir=None,
-        tags=tags,
-    )
+    tracked = _track(params, _tracked_results(new, cfg, scores, failed), tags,
+                     {"registry": str(cfg.registry), "store": str(cfg.store), "estimators": ",".join(cfg.estimators)})
     for a in new:
         if a.name not in failed:
             seen.mark(a, run=stamp, mlflow_parent_run_id=tracked.get("parent_run_id"))
@@ -90,26 +83,30 @@ class AgentsFailed(RuntimeError):
         self.result = result
 
 
+def _track(params: Params, results: list[dict], tags: dict, run_params: dict) -> dict[str, Any]:
+    """The night's runs into MLflow (nothing when tracking is off)."""
+    from enigma.tracking import AgentResult, log_benchmark_run
+
+    if not params.tracking.enabled:
+        return {}
+    run = log_benchmark_run("nightly", [AgentResult.from_dict(r) for r in results], cfg=params.tracking,
+                            run_params=run_params, tags=tags)
+    return {"parent_run_id": run.parent_run_id, "children": run.child_run_ids, "registered": run.registered}
+
+
 def _score_each(
-    new: list[RegisteredAgent], cfg: NightlyConfig, params: dict, params_path: str
+    new: list[RegisteredAgent], cfg: NightlyConfig, params: Params
 ) -> tuple[dict[tuple[str, str], dict], dict[str, dict[str, str]]]:
     """Sample each new agent's replies and score them with every estimator, each agent on its
     own: returns the scores by (agent, estimator) and, for every agent, its failed steps
     (``sampling`` or an estimator) with the reason; a failure stops only that agent."""
-    store, store_digest, params_digest = str(cfg.store), digest(cfg.store), digest(params_path)
+    store, store_digest = str(cfg.store), digest(cfg.store)
     targets_dir = Path(cfg.work_dir) / "targets"
-    pcfg = pipeline_config(params_path)
     # Agents may be remote and flaky: the pipeline's retries, as in the evaluate flow.
-    sampler = sample_targets.with_options(retries=pcfg.retries, retry_delay_seconds=pcfg.retry_delay_seconds)
+    sampler = sample_spec.with_options(retries=params.pipeline.retries, retry_delay_seconds=params.pipeline.retry_delay_seconds)
     by_run = {
-        sampler.submit(
-            store,
-            store_digest,
-            a.spec,
-            str(targets_dir / f"{a.name}-{a.fingerprint}.parquet"),
-            sample=params.get("sample") or {},
-            exclude_agents=(a.name,),
-        ): a
+        sampler.submit(store, store_digest, a.spec, str(targets_dir / f"{a.name}-{a.fingerprint}.parquet"), params,
+                       exclude_agents=(a.name,)): a
         for a in new
     }
     errors: dict[str, dict[str, str]] = {a.name: {} for a in new}
@@ -123,9 +120,9 @@ def _score_each(
             errors[a.name]["sampling"] = _failure(targets)
             continue
         for est in cfg.estimators:
-            score_futures[(a.name, est)] = score_new_agent.submit(
-                store, store_digest, a.name, a.fingerprint, est, targets,
-                params_path=params_path, params_digest=params_digest, labels={"spec": a.spec},
+            score_futures[(a.name, est)] = score_agent.submit(
+                store, store_digest, params, est, a.name, a.fingerprint, targets,
+                str(Path(cfg.work_dir) / "results"), labels={"spec": a.spec},
             )
     scores = {}
     for (name, est), f in score_futures.items():
@@ -222,13 +219,13 @@ def _append_table(path: Path, stamp: str, agents: dict) -> None:
 def serve(params_path: str = str(DEFAULT_PARAMS)) -> None:
     """Serve the nightly deployment on its cron schedule (needs a Prefect server:
     ``prefect server start`` and ``PREFECT_API_URL=http://127.0.0.1:4200/api``)."""
-    cfg = nightly_config(params_path)
+    cfg = Params.load(params_path).nightly
     nightly.serve(name=cfg.deployment, cron=cfg.cron, parameters={"params_path": params_path})
 
 
 def deployment(params_path: str = str(DEFAULT_PARAMS)):
     """The deployment object (for ``prefect.serve`` with other deployments, or inspection)."""
-    cfg = nightly_config(params_path)
+    cfg = Params.load(params_path).nightly
     return nightly.to_deployment(name=cfg.deployment, cron=cfg.cron, parameters={"params_path": params_path})
 
 
@@ -245,7 +242,8 @@ def main(argv: list[str] | None = None) -> int:
         serve(a.params)
         return 0
     try:
-        out = nightly.with_options(task_runner=make_task_runner(a.params, a.runner))(a.params, a.registry)
+        runner = make_task_runner(Params.load(a.params).pipeline, a.runner)
+        out = nightly.with_options(task_runner=runner)(a.params, a.registry)
     except AgentsFailed as exc:
         print(json.dumps({k: v for k, v in exc.result.items() if k != "mlflow"}, indent=2))
         print(f"error: {exc}", file=sys.stderr)

@@ -8,21 +8,19 @@ from pathlib import Path
 
 import enigma  # noqa: F401
 
-from enigma.params import DEFAULT_PARAMS
-from flows.config import pipeline_config
+from enigma.pipeline.config import PipelineConfig
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
-def make_task_runner(params_path: str | Path = DEFAULT_PARAMS, runner: str | None = None):
-    cfg = pipeline_config(params_path)
+def make_task_runner(cfg: PipelineConfig, runner: str | None = None):
     kind = runner or cfg.runner
     if kind == "threads":
         from prefect.task_runners import ThreadPoolTaskRunner
 
         return ThreadPoolTaskRunner(max_workers=cfg.max_workers)
     if kind != "dask":
-        raise ValueError(f"{params_path}: pipeline.runner: unknown runner {kind!r}; expected 'threads' or 'dask'")
+        raise ValueError(f"pipeline.runner: unknown runner {kind!r}; expected 'threads' or 'dask'")
     from prefect_dask import DaskTaskRunner
 
     _share_with_workers()

@@ -1,241 +1,39 @@
-"""Scoring one held-out agent with one estimator (for ENIGMA: padding + DICE training),
-through the leave-one-agent-out protocol of ``enigma.evaluation.loao``."""
+"""Scoring one agent with one estimator, through the one scoring path
+(``enigma.evaluation.loao.evaluate_one``): a benchmark's held-out agent, or a new agent."""
 
 from __future__ import annotations
 
-import importlib
-import inspect
 from typing import Any
 
 from prefect import task
 
 from tasks._common import CACHED
 
-# Short names used in params.yaml (``estimators: [...]``); anything else must be a
-# ``python:<module>:<factory>`` spec. A factory with a ``params_path`` parameter (or a class
-# with ``from_params``) reads its own section of params.yaml.
-ESTIMATORS = {
-    "enigma": "tasks.estimate:enigma_from_params",
-    "enigma-random-encoder": "tasks.estimate:enigma_random_encoder_from_params",
-    "enigma-gda": "tasks.estimate:enigma_gda_from_params",
-    "experience-mean": "enigma.comparators.baselines:ExperienceMean",
-}
-
-
-def enigma_from_params(params_path: str = "params.yaml"):
-    """ENIGMA with the ``dice`` section of params.yaml (a preset plus overrides) and the
-    ``encode`` stage's embedding cache."""
-    from enigma.ope.estimator import EnigmaEstimator
-
-    # Several held-out agents train at once in a flow: one progress bar each would interleave.
-    return EnigmaEstimator.from_params(params_path, progress=False)
-
-
-def enigma_random_encoder_from_params(params_path: str = "params.yaml"):
-    """The encoder ablation (issue 7 item 8): ENIGMA exactly as ``enigma`` but with the frozen
-    encoder's model (``dice.encoder_model``) replaced by the same architecture with random
-    weights, seeded by ``dice.seed``. Its embeddings live in a cache namespace of their own
-    (``enigma.encoders.weights``: ``random:<base>:<seed>``)."""
-    from enigma.ope.estimator import EnigmaEstimator
-
-    est = EnigmaEstimator.from_params(params_path, progress=False, name="enigma-random-encoder")
-    if est.config.encoder == "onehot":
-        raise ValueError(f"{params_path}: enigma-random-encoder needs a text encoder (dice.encoder frozen or finetune), not onehot")
-    model = f"random:{est.config.encoder_model}:{est.config.seed}"
-    est.config = est.config.model_copy(update={"encoder_model": model})
-    return est
-
-
-def enigma_gda_from_params(params_path: str = "params.yaml"):
-    """ENIGMA solved by gradient descent-ascent as the default was before ``exact_nu``: the
-    ``dice`` section with the ``dice_gda`` section's overrides on top, so that a report shows
-    the converged solver and the old one side by side, paired, on the same features."""
-    from enigma.ope.config import DiceConfig
-    from enigma.ope.estimator import EnigmaEstimator
-    from enigma.params import ParamsError, load_params
-
-    params = load_params(params_path)
-    est = EnigmaEstimator.from_params(params_path, progress=False, name="enigma-gda")
-    try:
-        est.config = DiceConfig.from_section({**(params.get("dice") or {}), **(params.get("dice_gda") or {})})
-    except ValueError as exc:
-        raise ParamsError(f"{params_path}: sections 'dice' + 'dice_gda': {exc}") from exc
-    return est
-
-
-def build_estimator(name: str, params_path: str = "params.yaml"):
-    """An estimator by name: ``enigma``, a comparator of ``enigma.comparators.catalog``, or a
-    ``python:<module>:<factory>`` spec."""
-    target = ESTIMATORS.get(name)
-    if target is None and not name.startswith("python:"):
-        from enigma.comparators import catalog
-
-        if name in catalog.NAMES:
-            return catalog.build(name, params_path)
-    if target is None:
-        if not name.startswith("python:"):
-            raise ValueError(
-                f"estimator {name!r}: unknown; use 'enigma', a comparator name (enigma.comparators.catalog.NAMES) "
-                "or 'python:<module>:<factory>'"
-            )
-        target = name[len("python:") :]
-    module, _, attr = target.rpartition(":")
-    if not module or not attr:
-        raise ValueError(f"estimator {name!r}: expected 'python:<module>:<factory>'")
-    try:
-        factory = getattr(importlib.import_module(module), attr)
-    except (ImportError, AttributeError) as exc:
-        raise ValueError(f"estimator {name!r}: cannot load {target} ({exc})") from exc
-    if hasattr(factory, "from_params"):
-        return factory.from_params(params_path)
-    try:
-        takes_params = "params_path" in inspect.signature(factory).parameters
-    except (TypeError, ValueError):
-        takes_params = False
-    return factory(params_path=params_path) if takes_params else factory()
-
 
 @task(name="estimate-heldout", **CACHED)
-def estimate_heldout(
-    store_dir: str,
-    store_digest: str,
-    agent_id: str,
-    estimator: str,
-    targets: Any = None,
-    *,
-    results_dir: str,
-    params_path: str = "params.yaml",
-    params_digest: str = "",
-    labels: dict[str, str] | None = None,
-    rollouts_dir: str | None = None,
-    rollouts_digest: str = "",
-) -> list[dict]:
-    """One (estimator, held-out agent) result: its rows (one per rating) as records; the
-    result file and learning curve land in ``results_dir``. ``params_digest`` only keys the
-    cache: an edited params.yaml reruns the estimate (the runner's own file-level resume
-    then decides whether the estimator's settings really changed)."""
+def estimate_heldout(b, params, estimator: str, agent_id: str, targets: Any, store_digest: str,
+                     rollouts_digest: str = "", full: bool = False) -> list[dict]:
+    """One (estimator, held-out agent) result of a benchmark: its rows (one per rating); the
+    result file lands in the benchmark's results folder. The digests key the cache; the result
+    file's own fingerprint then decides whether anything is recomputed."""
+    from enigma.estimators import build_estimator
+    from enigma.pipeline.train import estimate_agent
     from enigma.store.experience import ExperienceStore
 
-    est = build_estimator(estimator, params_path)
-    rollouts = ExperienceStore.open(rollouts_dir) if rollouts_dir else None
-    return run_heldout(est, ExperienceStore.open(store_dir), agent_id, targets, results_dir, labels, rollouts)
+    rollouts = ExperienceStore.open(b.rollouts) if b.rollouts is not None else None
+    return estimate_agent(b, build_estimator(estimator, params), agent_id, targets, ExperienceStore.open(b.store),
+                          rollouts, b.results_dir(full))
 
 
-def run_heldout(
-    est, store, agent_id: str, targets: Any, results_dir: str, labels: dict | None = None, rollouts: Any = None
-) -> list[dict]:
-    """The body of ``estimate_heldout`` for an already built estimator (the DVC stage reuses
-    one estimator, and so its encoder, across held-out agents). ``rollouts`` is a store of
-    unrated dialogues of the agents themselves (e.g. See 2019's self-play), for the
-    estimators of the own-rollouts regime."""
-    from enigma.evaluation.loao import HeldOutSources, evaluate_one
-
-    def own_rollouts(agent: str):
-        got = rollouts.filter_agents(keep={agent})
-        if got.dialogues.num_rows == 0:
-            raise ValueError(f"agent {agent!r} has no dialogues in the rollouts store")
-        return got
-
-    sources = HeldOutSources(
-        target_actions=(lambda _agent, _experience: targets) if targets is not None else None,
-        rollouts=own_rollouts if rollouts is not None else None,
-        labels=labels or {},
-    )
-    rows, resumed = evaluate_one(store, est, agent_id, sources, results_dir)
-    out = rows.to_dict(orient="records")
-    last = None if resumed else getattr(est, "last_result", None)
-    heads_file = _save_extras(last, results_dir, est.name, agent_id)
-    for r in out:
-        r["heads_path"] = heads_file
-    return out
-
-
-def _save_extras(last: Any, results_dir: str, estimator: str, agent_id: str) -> str | None:
-    """Keep what an estimator's full result holds beyond its estimates (ENIGMA's
-    ``last_result``: the trained zeta/nu heads and the learning curves) beside its result
-    file: the heads for MLflow to log as a model, the curves where the report reads them.
-    A result resumed from disk has no fresh heads; the file saved with it is used."""
-    from enigma.evaluation.loao import result_path
-
-    base = result_path(results_dir, estimator, agent_id)
-    heads_path = base.with_suffix(".heads.pt")
-    runs = getattr(last, "runs", None) or {}
-    heads = {k: r.heads for k, r in runs.items() if getattr(r, "heads", None) is not None}
-    if heads:
-        import torch
-
-        module = next(iter(heads.values())) if len(heads) == 1 else torch.nn.ModuleDict(heads)
-        torch.save(module, heads_path)
-    curves = getattr(last, "curves", None) or {}
-    curve_path = base.with_suffix(".curve.parquet")
-    if curves and not curve_path.is_file():
-        import pandas as pd
-
-        frames = []
-        for run, rows in curves.items():
-            f = pd.DataFrame(list(rows))
-            if len(f):
-                if len(curves) > 1:
-                    f.insert(0, "run", run)
-                frames.append(f)
-        if frames:
-            f = pd.concat(frames, ignore_index=True)
-            f.insert(0, "agent_id", agent_id)
-            f.insert(0, "estimator", estimator)
-            f.to_parquet(curve_path, index=False)
-    return str(heads_path) if heads_path.is_file() else None
-
-
-@task(name="score-new-agent", **CACHED)
-def score_new_agent(
-    store_dir: str,
-    store_digest: str,
-    agent_name: str,
-    agent_fingerprint: str,
-    estimator: str,
-    targets: Any = None,
-    *,
-    params_path: str = "params.yaml",
-    params_digest: str = "",
-    labels: dict[str, str] | None = None,
-) -> dict:
-    """Score an agent that has no rated dialogues (a new checkpoint) on the whole store: the
-    nightly job's estimate. Returns {"estimates": {rating: v}, "unnormalised", "ess",
-    "diagnostics"} with JSON-able values. ``agent_fingerprint`` keys the cache, so a replaced
-    checkpoint under the same name is scored again."""
-    import pyarrow.compute as pc
-
-    from enigma.contracts import HeldOutAgent, Regime
-    from enigma.evaluation.loao import jsonable_scalars, normalise_result
+@task(name="score-agent", **CACHED)
+def score_agent(store_dir: str, store_digest: str, params, estimator: str, agent_name: str, agent_fingerprint: str,
+                targets: Any, results_dir: str, labels: dict[str, str] | None = None) -> dict:
+    """A new agent (no rated dialogues of its own) scored on the whole store: the nightly job's
+    estimate (``enigma.pipeline.score.score_agent``). ``agent_fingerprint`` keys the cache, so a
+    replaced checkpoint under the same name is scored again."""
+    from enigma.estimators import build_estimator
+    from enigma.pipeline.score import score_agent as _score
     from enigma.store.experience import ExperienceStore
 
-    est = build_estimator(estimator, params_path)
-    unsupported = set(est.regimes) - {Regime.NONE, Regime.REPLIES_AT_LOGGED_STATES}
-    if unsupported:
-        raise ValueError(
-            f"estimator {est.name!r} needs {sorted(r.value for r in unsupported)}; the nightly job can only "
-            "give a new agent's replies at logged states"
-        )
-    # Strict as in the benchmark: if the store holds rated dialogues of an agent with this
-    # name, they are not part of its experience.
-    experience = ExperienceStore.open(store_dir).without_agent(agent_name)
-    target = HeldOutAgent(agent_id=agent_name, labels=dict(labels or {}))
-    if targets is not None and Regime.REPLIES_AT_LOGGED_STATES in est.regimes:
-        target.target_actions = targets.filter(
-            pc.is_in(targets.column("dialog_id"), experience.dialogues.column("dialog_id"))
-        )
-    raw = est.estimate(experience, target)
-    estimates, extras = normalise_result(raw, experience.rating_names, est.name, agent_name)
-    if not extras.get("diagnostics") and isinstance(getattr(est, "diagnostics", None), dict):
-        extras["diagnostics"] = jsonable_scalars(est.diagnostics)
-
-    def _scalars(v):
-        return {k: float(x) for k, x in v.items()} if isinstance(v, dict) else (None if v is None else float(v))
-
-    return {
-        "estimator": est.name,
-        "estimates": estimates,
-        "unnormalised": _scalars(extras.get("unnormalised")),
-        "ess": _scalars(extras.get("ess")),
-        "diagnostics": extras.get("diagnostics") or {},
-    }
+    return _score(ExperienceStore.open(store_dir), build_estimator(estimator, params), agent_name, targets, results_dir,
+                  labels=labels)

@@ -1,8 +1,6 @@
-"""Target-action sampling: the held-out agent's replies at the logged states."""
+"""Target-action sampling: an agent's replies at the logged states."""
 
 from __future__ import annotations
-
-from pathlib import Path
 
 from prefect import task
 
@@ -12,27 +10,16 @@ from tasks._common import CACHED
 # Retries: agents may be remote (an OpenAI-compatible server) and fail transiently; the
 # sampling cache keeps the replies already obtained, so a retry only asks for the rest.
 @task(name="sample-targets", retries=2, retry_delay_seconds=10, **CACHED)
-def sample_targets(
-    store_dir: str,
-    store_digest: str,
-    agent_spec: str,
-    out_path: str,
-    *,
-    sample: dict | None = None,
-    exclude_agents: tuple[str, ...] = (),
-    progress: bool = False,
-):
-    """Sample the agent's replies at every logged agent turn of the store (but those of
-    ``exclude_agents``); write them to ``out_path`` (Parquet) and return the table. ``sample``
-    is the ``sample`` section of params.yaml (``enigma.sampling.config.SampleConfig``)."""
-    import pyarrow.parquet as pq
+def sample_agent(b, params, agent_id: str, store_digest: str):
+    """A held-out agent's targets (``enigma.pipeline.sample.sample_agent``)."""
+    from enigma.pipeline.sample import sample_agent as _sample
 
-    from enigma.sampling import sample_targets as _sample
-    from enigma.sampling.config import SampleConfig
+    return _sample(b, params, agent_id)
 
-    cfg = SampleConfig.model_validate(sample or {})
-    # progress: off by default: several agents sample at once in a flow, and their bars would interleave.
-    table = _sample(store_dir, agent_spec, exclude_agents=tuple(exclude_agents), progress=progress, **cfg.run_options())
-    Path(out_path).parent.mkdir(parents=True, exist_ok=True)
-    pq.write_table(table, out_path)
-    return table
+
+@task(name="sample-spec", retries=2, retry_delay_seconds=10, **CACHED)
+def sample_spec(store_dir: str, store_digest: str, spec: str, out_path: str, params, exclude_agents: tuple[str, ...] = ()):
+    """Any agent's replies at every logged agent turn of a store (a new agent of the nightly job)."""
+    from enigma.pipeline.sample import sample_spec as _sample
+
+    return _sample(store_dir, spec, out_path, params.sample, exclude_agents)

@@ -5,10 +5,9 @@ from __future__ import annotations
 import os
 
 import pytest
-from pydantic import BaseModel
-
 from enigma.contracts import Agent, Turn
-from enigma.params import ParamsError, load_params, section
+from enigma.params import Params, ParamsError
+from tests.conftest import REPO_ROOT
 
 
 def test_offline_environment_is_set_by_the_package():
@@ -31,25 +30,62 @@ def test_agent_protocol_is_structural():
     assert not isinstance(object(), Agent)
 
 
-class _Cfg(BaseModel):
-    lr: float = 0.1
-    steps: int
-
-
-def test_section_reads_validates_and_overrides(tmp_path):
+def test_params_load_once_validate_every_section_and_name_the_bad_one(tmp_path):
     p = tmp_path / "params.yaml"
-    p.write_text("train:\n  steps: 5\n")
-    assert section(_Cfg, "train", p) == _Cfg(steps=5)
-    assert section(_Cfg, "train", p, lr=0.5).lr == 0.5
-    p.write_text("train:\n  steps: many\n")
-    with pytest.raises(ParamsError, match="section 'train'"):
-        section(_Cfg, "train", p)
+    p.write_text("simulate:\n  seed: 5\n")
+    assert Params.load(p).simulate.seed == 5
+    assert Params.load(p).with_overrides("simulate", seed=7, preset=None).seed == 7
+    p.write_text("simulate:\n  dialogues_per_agent: many\n")
+    with pytest.raises(ParamsError, match="section 'simulate'"):
+        Params.load(p)
+    p.write_text("simulat:\n  seed: 5\n")  # a misspelt section is an error, not ignored
+    with pytest.raises(ParamsError, match="section 'simulat'"):
+        Params.load(p)
 
 
 def test_params_errors_name_the_file(tmp_path):
     with pytest.raises(ParamsError, match="not found"):
-        load_params(tmp_path / "nope.yaml")
+        Params.load(tmp_path / "nope.yaml")
+    assert Params.load(tmp_path / "nope.yaml", missing="defaults") == Params()
     bad = tmp_path / "bad.yaml"
     bad.write_text("a: [1, 2\n")
     with pytest.raises(ParamsError, match="bad.yaml: not valid YAML"):
-        load_params(bad)
+        Params.load(bad)
+
+
+def test_shared_values_fill_every_section_that_uses_them_unless_it_sets_its_own(tmp_path):
+    p = tmp_path / "params.yaml"
+    p.write_text("shared: {embedding_model: mpnet, embedding_cache: vecs, seed: 3}\n"
+                 "comparators: {spe: {seed: 9}}\n"
+                 "estimators: {enigma: {dice: {preset: exact_nu}}, gda: {base: enigma, dice: {preset: default}}}\n")
+    params = Params.load(p)
+    assert params.encode.model == "mpnet" and params.encode.cache.cache_dir == "vecs"
+    assert params.comparators.embedding_model == "mpnet" and params.comparators.cache_dir == "vecs"
+    assert params.comparators.spe.seed == 9 and params.comparators.critic.seed == 3
+    assert params.sample.seed == params.simulate.seed == params.report.seed == 3
+    assert params.sample.agents.transcripts.encoder == "mpnet"
+    from enigma.estimators import dice_config
+
+    # a variant inherits from its base, key by key
+    assert dice_config("gda", params).seed == 3 and dice_config("gda", params).encoder_model == "mpnet"
+    assert dice_config("gda", params).solver == "gda" and dice_config("enigma", params).solver == "exact_nu"
+    # without an estimators section, ENIGMA on its defaults, with the shared seed too
+    assert dice_config("enigma", Params.from_dict({"shared": {"seed": 4}})).seed == 4
+
+
+def test_params_of_the_earlier_shape_say_where_things_went(tmp_path):
+    p = tmp_path / "params.yaml"
+    for text, says in (("dice: {steps: 5}\n", "estimators.<name>.dice"),
+                       ("dice_gda: {lr: 0.5}\n", "estimators.enigma-gda"),
+                       ("pipeline: {benchmarks: {}}\n", "top-level section 'benchmarks'"),
+                       ("simulate: {progress: false}\n", "--progress/--no-progress")):
+        p.write_text(text)
+        with pytest.raises(ParamsError, match=f"(?s){says.replace('.', '[.]').replace('<', '.').replace('>', '.')}"):
+            Params.load(p)
+
+
+def test_the_repository_params_load():
+    params = Params.load(REPO_ROOT / "params.yaml")
+    assert {"airline", "airline-seed1", "see2019"} <= set(params.benchmarks)
+    assert params.with_overrides("simulate", **params.benchmarks["airline-seed1"].source.simulate).seed == 1
+    assert params.with_overrides("simulate", **params.benchmarks["airline"].source.simulate).seed == 0

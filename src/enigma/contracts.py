@@ -1,17 +1,18 @@
-"""Types that several stages share: turns, agents, estimators.
+"""Types that several stages share: turns, agents, estimators and what an estimator returns.
 
-These are the seams of the pipeline (see ARCHITECTURE in the README): the store produces
-turns, agents answer histories of turns, and every estimator scores a held-out agent from
-the other agents' experience. Keep this module free of heavy imports.
+These are the seams of the pipeline (docs/pipeline.md): the store produces turns, agents answer
+histories of turns, and every estimator scores a held-out agent from the other agents'
+experience and returns an ``EstimateResult``. Keep this module free of heavy imports.
 """
 
 from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal, Protocol, Sequence, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Mapping, Protocol, Sequence, runtime_checkable
 
 if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
     import pyarrow as pa
 
     from enigma.store.experience import ExperienceStore
@@ -71,15 +72,44 @@ class HeldOutAgent:
     labels: dict[str, str] = field(default_factory=dict)  # e.g. {"approximation": "..."}
 
 
+@dataclass(frozen=True)
+class EstimateResult:
+    """What an estimator returns for one held-out agent. Only ``estimates`` is required; the
+    leave-one-agent-out runner writes the rest beside it (one result file per estimator and
+    agent, its learning curve and artifacts next to it).
+
+    - ``estimates``: every rating of the experience -> its estimate on the normalised [0, 1]
+      scale (NaN where the estimator has none for a rating; the runner records why).
+    - ``unnormalised``, ``ess``: per rating, where the estimator has them (ENIGMA: the estimate
+      without post-normalisation and the effective sample size of its weights).
+    - ``diagnostics``: JSON-able facts about the run (sizes, solver state, ``converged``).
+    - ``curve``: a learning curve, one row per logged step (a ``run`` column when there are
+      several runs), or None.
+    - ``artifacts``: objects saved beside the result with ``torch.save`` under their name (ENIGMA:
+      ``heads``, the trained zeta/nu heads, which MLflow logs as a model).
+    """
+
+    estimates: Mapping[str, float]
+    unnormalised: Mapping[str, float] = field(default_factory=dict)
+    ess: Mapping[str, float] = field(default_factory=dict)
+    diagnostics: Mapping[str, Any] = field(default_factory=dict)
+    curve: "pd.DataFrame | None" = None
+    artifacts: Mapping[str, Any] = field(default_factory=dict)
+
+
 @runtime_checkable
 class Estimator(Protocol):
     """Scores a held-out agent from the other agents' rated experience.
 
-    ``experience`` never contains the held-out agent's rated dialogues. The result maps every
-    rating name of the experience to one estimated value (on the normalised [0, 1] scale).
+    ``experience`` never contains the held-out agent's rated dialogues. ``estimate`` returns an
+    ``EstimateResult`` with one value per rating name of the experience (on the normalised
+    [0, 1] scale). ``fingerprint()`` is a stable text of every setting that changes the result:
+    a saved result is reused only while it (and the data) are unchanged.
     """
 
     name: str
     regimes: frozenset[Regime]
 
-    def estimate(self, experience: "ExperienceStore", target: HeldOutAgent) -> dict[str, float]: ...
+    def fingerprint(self) -> str: ...
+
+    def estimate(self, experience: "ExperienceStore", target: HeldOutAgent) -> EstimateResult: ...

@@ -1,27 +1,216 @@
-"""Loading ``params.yaml``: one section per pipeline stage, each read into a typed config.
+"""``params.yaml`` as one typed object: ``Params``, loaded once at each entry point (a CLI command,
+a DVC stage, a flow) and handed down as config objects; nothing below an entry point reads the
+file again.
 
-Stage modules define their own pydantic config class; this module only finds the file and
-hands out sections, so that the CLI, the Prefect tasks and DVC all read the same values.
+Sections: ``shared`` (what several stages use: the sentence encoder, the embedding cache, the
+seed), one section per stage (``ingest``, ``simulate``, ``sample``, ``serve``, ``encode``,
+``comparators``, ``report``, ``tracking``), ``estimators`` (ENIGMA's named variants),
+``pipeline`` (the task runner), ``benchmarks`` (one entry per benchmark; dvc.yaml stamps its
+stages out from it) and ``nightly``. A ``shared`` value fills every section that uses it unless
+that section sets its own. Progress bars are not parameters: they are options of the commands.
 """
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
+
+from enigma.agents.config import ServeSettings
+from enigma.comparators.config import ComparatorsConfig
+from enigma.encoders.config import EncodeConfig
+from enigma.evaluation.config import ReportConfig
+from enigma.pipeline.config import Benchmark, BenchmarkConfig, NightlyConfig, PipelineConfig
+from enigma.sampling.config import SampleConfig
+from enigma.sim.generate import SimulateConfig
+from enigma.store.config import IngestConfig
+from enigma.tracking.config import TrackingConfig
 
 DEFAULT_PARAMS = Path("params.yaml")
 
-T = TypeVar("T", bound=BaseModel)
+# Sections of earlier params files, and where their keys went.
+MOVED = {
+    "dice": "estimators.<name>.dice (e.g. estimators.enigma.dice)",
+    "dice_gda": "estimators.enigma-gda (base: enigma, with its own dice settings)",
+    "evaluate": "nowhere (nothing read it); the benchmarks' results folders are data/<benchmark>/results",
+}
 
 
 class ParamsError(Exception):
-    """params.yaml is missing a section or has a bad value; the message names both."""
+    """params.yaml is missing, malformed or has a bad value; the message names the file and the
+    section."""
 
 
-def load_params(path: str | Path = DEFAULT_PARAMS) -> dict[str, Any]:
+class SharedConfig(BaseModel):
+    """Settings several stages use, set once."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    # The sentence encoder of ENIGMA's frozen features, the comparators, the learned customer and
+    # the transcript stand-ins (a packaged name or a local Hugging Face directory).
+    embedding_model: str = "minilm"
+    # Where sentence vectors are cached, keyed by (model, text): no text is encoded twice. None:
+    # each user's own default (the encode stage's is ~/.cache/enigma/embeddings).
+    embedding_cache: str | None = None
+    seed: int = 0  # every stage's seed unless its section sets its own
+
+
+class EstimatorEntry(BaseModel):
+    """One named ENIGMA estimator of the ``estimators`` section (the comparators are named by
+    the registry, ``enigma.estimators``, and set in ``comparators``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    # Another entry whose ``dice`` settings this one starts from, key by key (a variant stays on
+    # the same features as its base, so a report compares them paired).
+    base: str | None = None
+    # The DICE settings (enigma.ope.config.DiceConfig): ``preset`` plus overrides.
+    dice: dict[str, Any] = {}
+    # The encoder ablation: the frozen encoder's model with random weights (seeded by dice.seed).
+    random_encoder: bool = False
+
+
+def _fill(section: dict, key: str, value: Any) -> None:
+    if value is not None:
+        section.setdefault(key, value)
+
+
+def _sub(data: dict, *keys: str) -> dict:
+    """``data[k1][k2]...`` as a dict, created where missing (so a shared value can go in); a
+    value that is not a mapping is left to the section's own validation to report."""
+    for k in keys:
+        if data.get(k) is None:
+            data[k] = {}
+        if not isinstance(data[k], dict):
+            return {}
+        data = data[k]
+    return data
+
+
+class Params(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    shared: SharedConfig = SharedConfig()
+    ingest: IngestConfig = IngestConfig()
+    simulate: SimulateConfig = SimulateConfig()
+    sample: SampleConfig = SampleConfig()
+    serve: ServeSettings = ServeSettings()
+    encode: EncodeConfig = EncodeConfig()
+    estimators: dict[str, EstimatorEntry] = {}  # without the section: {"enigma": {}}, ENIGMA on its defaults
+    comparators: ComparatorsConfig = ComparatorsConfig()
+    report: ReportConfig = ReportConfig()
+    tracking: TrackingConfig = TrackingConfig()
+    pipeline: PipelineConfig = PipelineConfig()
+    benchmarks: dict[str, BenchmarkConfig] = {}
+    nightly: NightlyConfig = NightlyConfig()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _shared_fills_the_sections(cls, data: Any) -> Any:
+        """Each ``shared`` value goes into every section that uses it and does not set its own."""
+        if not isinstance(data, dict):
+            return data
+        data = copy.deepcopy(data)
+        try:
+            shared = SharedConfig.model_validate(data.get("shared") or {})
+        except ValidationError:
+            return data  # reported by the field's own validation, naming the section
+        model, cache, seed = shared.embedding_model, shared.embedding_cache, shared.seed
+        for section in ("simulate", "sample", "report"):
+            _fill(_sub(data, section), "seed", seed)
+        encode = _sub(data, "encode")
+        _fill(encode, "model", model)
+        _fill(_sub(encode, "cache"), "cache_dir", cache)
+        comparators = _sub(data, "comparators")
+        _fill(comparators, "embedding_model", model)
+        _fill(comparators, "cache_dir", cache)
+        for part in ("spe", "overlap", "perplexity", "adem", "dynaeval", "critic"):
+            _fill(_sub(comparators, part), "seed", seed)
+        transcripts = _sub(data, "sample", "agents", "transcripts")
+        _fill(transcripts, "encoder", model)
+        _fill(transcripts, "embed_cache_dir", cache)
+        if data.get("estimators") is None:
+            data["estimators"] = {"enigma": {}}  # ENIGMA on its defaults
+        estimators = data["estimators"] if isinstance(data["estimators"], dict) else {}
+        for entry in estimators.values():
+            if isinstance(entry, dict) and entry.get("base") is None:  # a variant inherits them from its base
+                dice = _sub(entry, "dice")
+                _fill(dice, "seed", seed)
+                _fill(dice, "encoder_model", model)
+        for entry in (data.get("benchmarks") or {}).values():
+            customer = ((entry or {}).get("rollouts") or {}).get("learned_customer") if isinstance(entry, dict) else None
+            if isinstance(customer, dict):
+                _fill(customer, "seed", seed)
+                _fill(customer, "embedding_model", model)
+                _fill(customer, "cache_dir", cache)
+        return data
+
+    @model_validator(mode="after")
+    def _check_estimators(self) -> "Params":
+        for name, entry in self.estimators.items():
+            seen = [name]
+            while entry.base is not None:
+                if entry.base not in self.estimators:
+                    raise ValueError(f"estimators.{seen[-1]}: base {entry.base!r} is not an entry of estimators")
+                if entry.base in seen:
+                    raise ValueError(f"estimators.{name}: its bases go round in a circle ({' -> '.join(seen + [entry.base])})")
+                seen.append(entry.base)
+                entry = self.estimators[entry.base]
+        return self
+
+    def benchmark(self, name: str) -> Benchmark:
+        """Entry ``name`` of ``benchmarks`` with its paths."""
+        if name not in self.benchmarks:
+            raise ParamsError(f"benchmarks has no benchmark {name!r}; known: {sorted(self.benchmarks)}")
+        return Benchmark(name, self.benchmarks[name], self.pipeline.data_dir / name, self.report.out_dir)
+
+    @classmethod
+    def load(cls, path: str | Path = DEFAULT_PARAMS, missing: Literal["error", "defaults"] = "error") -> "Params":
+        """The parameters in ``path``; a missing file is an error, or (``missing="defaults"``,
+        for commands that work outside a project) the built-in defaults."""
+        path = Path(path)
+        if not path.is_file():
+            if missing == "defaults":
+                return cls()
+            raise ParamsError(f"{path}: parameters file not found")
+        return cls.from_dict(load_yaml(path), path)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], source: str | Path = "params") -> "Params":
+        moved = sorted(set(data) & set(MOVED))
+        if moved:
+            raise ParamsError(f"{source}: section '{moved[0]}' is from an earlier params.yaml: its keys are now in {MOVED[moved[0]]}")
+        if isinstance(data.get("pipeline"), dict) and "benchmarks" in data["pipeline"]:
+            raise ParamsError(f"{source}: pipeline.benchmarks is from an earlier params.yaml: benchmarks are the top-level "
+                              "section 'benchmarks' now (their paths follow from their names)")
+        for where, section in (("ingest", data.get("ingest")), ("simulate", data.get("simulate")),
+                               ("encode.cache", (data.get("encode") or {}).get("cache"))):
+            if isinstance(section, dict) and "progress" in section:
+                raise ParamsError(f"{source}: {where}.progress: progress bars are not a parameter (a change would rerun "
+                                  "the stages that depend on the section); use the commands' --progress/--no-progress")
+        try:
+            return cls.model_validate(data)
+        except ValidationError as exc:
+            first = exc.errors()[0]["loc"]
+            section = first[0] if first else "?"
+            raise ParamsError(f"{source}: section '{section}': {exc}") from exc
+
+    def with_overrides(self, section: str, **values: Any) -> BaseModel:
+        """Section ``section`` with the given values (None: left as it is) put in and checked, as
+        a command's options override params.yaml."""
+        current = getattr(self, section)
+        update = {k: v for k, v in values.items() if v is not None}
+        try:
+            return type(current).model_validate({**current.model_dump(), **update})
+        except ValidationError as exc:
+            raise ParamsError(f"section '{section}' with {update}: {exc}") from exc
+
+
+def load_yaml(path: str | Path) -> dict[str, Any]:
+    """The mapping in a YAML file, with errors that name the file."""
     path = Path(path)
     if not path.is_file():
         raise ParamsError(f"{path}: parameters file not found")
@@ -30,15 +219,5 @@ def load_params(path: str | Path = DEFAULT_PARAMS) -> dict[str, Any]:
     except yaml.YAMLError as exc:
         raise ParamsError(f"{path}: not valid YAML ({exc})") from exc
     if not isinstance(data, dict):
-        raise ParamsError(f"{path}: expected a mapping of stage sections at the top level")
+        raise ParamsError(f"{path}: expected a mapping of sections at the top level")
     return data
-
-
-def section(model: type[T], name: str, path: str | Path = DEFAULT_PARAMS, **overrides: Any) -> T:
-    """Read section ``name`` of the params file into ``model``; ``overrides`` win."""
-    data = dict(load_params(path).get(name) or {})
-    data.update({k: v for k, v in overrides.items() if v is not None})
-    try:
-        return model.model_validate(data)
-    except ValidationError as exc:
-        raise ParamsError(f"{path}: section '{name}': {exc}") from exc

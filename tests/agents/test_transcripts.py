@@ -13,7 +13,6 @@ from enigma.agents.config import AgentSettings, TranscriptSettings
 from enigma.agents.transcripts import context_text
 from enigma.contracts import Turn
 from enigma.sampling import sample_targets
-from enigma.store.config import IngestConfig
 from enigma.store.experience import ExperienceStore
 from enigma.store.readers import read
 
@@ -45,9 +44,9 @@ def see_stores(raw_data, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("see")
     from pathlib import Path
 
-    from enigma.params import section
+    from enigma.params import Params
 
-    cfg = section(IngestConfig, "ingest", Path(__file__).resolve().parents[2] / "params.yaml", progress=False)
+    cfg = Params.load(Path(__file__).resolve().parents[2] / "params.yaml").ingest
     sp_dir = tmp / "selfplay-in"
     sp_dir.mkdir()
     for name in (AGENT, "baseline_model"):
@@ -113,9 +112,9 @@ def test_every_bot_opened_chat_gets_its_own_opening(raw_data, see_stores, settin
     is a visit of that state, so the stand-in draws an opening for each (it used to give one
     opening to all of them)."""
     selfplay, _ = see_stores
-    from enigma.params import section
+    from enigma.params import Params
 
-    cfg = section(IngestConfig, "ingest", Path(__file__).resolve().parents[2] / "params.yaml", progress=False)
+    cfg = Params.load(Path(__file__).resolve().parents[2] / "params.yaml").ingest
     logs = read("see2019", raw_data / "see2019_convai2_humaneval" / "evallog" / "baseline_model.jsonl", cfg)
     store = ExperienceStore(logs.dialogues, logs.turns)
     spec = f"transcripts:{selfplay}?agent={AGENT}"

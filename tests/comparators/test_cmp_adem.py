@@ -68,8 +68,8 @@ def test_autojudge_scores_rollouts_by_what_the_other_agents_taught_it(store_fact
     store = _world(store_factory)
     est = AutoJudgeEstimator(Regime.OWN_ROLLOUTS, CFG, word_counts)
     experience = store.filter_agents(keep={"b", "c"})
-    good = est.estimate(experience, HeldOutAgent("a", rollouts=store.filter_agents(keep={"c"})))["quality"]
-    bad = est.estimate(experience, HeldOutAgent("d", rollouts=store.filter_agents(keep={"b"})))["quality"]
+    good = est.estimate(experience, HeldOutAgent("a", rollouts=store.filter_agents(keep={"c"}))).estimates["quality"]
+    bad = est.estimate(experience, HeldOutAgent("d", rollouts=store.filter_agents(keep={"b"}))).estimates["quality"]
     assert good > bad + 0.3
 
 
@@ -81,7 +81,8 @@ def test_adem_scores_replies_at_logged_states_against_the_logged_reply(store_fac
         return pa.table({"dialog_id": ids, "turn_index": [3] * 12, "sample_index": [0] * 12, "text": [text] * 12})
     est = AdemEstimator(CFG, word_counts)
     assert est.regimes == frozenset({Regime.REPLIES_AT_LOGGED_STATES})
-    good = est.estimate(experience, HeldOutAgent("x", target_actions=acts("so music")))["quality"]
-    bad = est.estimate(experience, HeldOutAgent("y", target_actions=acts("so dogs")))["quality"]
+    good = est.estimate(experience, HeldOutAgent("x", target_actions=acts("so music"))).estimates["quality"]
+    result = est.estimate(experience, HeldOutAgent("y", target_actions=acts("so dogs")))
+    bad = result.estimates["quality"]
     assert good > bad
-    assert est.diagnostics["n_target_turns"] == 12
+    assert result.diagnostics["n_target_turns"] == 12

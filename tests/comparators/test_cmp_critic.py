@@ -74,7 +74,8 @@ def test_fqe_critic_values_the_target_by_its_opening_replies(store_factory, word
     est = FqeCriticEstimator(cfg, word_counts)
     assert est.regimes == frozenset({Regime.REPLIES_AT_LOGGED_STATES})
     ids = [f"d{i}" for i in range(8)]
-    good = est.estimate(store, HeldOutAgent("g", target_actions=_acts([(d, t, x) for d in ids for t, x in ((1, "i like music"), (3, "music ?"))])))
-    bad = est.estimate(store, HeldOutAgent("b", target_actions=_acts([(d, t, x) for d in ids for t, x in ((1, "i like dogs"), (3, "dogs ?"))])))
+    result = est.estimate(store, HeldOutAgent("g", target_actions=_acts([(d, t, x) for d in ids for t, x in ((1, "i like music"), (3, "music ?"))])))
+    good = result.estimates
+    bad = est.estimate(store, HeldOutAgent("b", target_actions=_acts([(d, t, x) for d in ids for t, x in ((1, "i like dogs"), (3, "dogs ?"))]))).estimates
     assert good["quality"] > 0.6 and bad["quality"] < 0.4
-    assert est.diagnostics["n_openings"] == 8
+    assert result.diagnostics["n_openings"] == 8

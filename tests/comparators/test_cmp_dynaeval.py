@@ -80,6 +80,7 @@ def test_dynaeval_trains_without_ratings_and_returns_one_score(store_factory, wo
     store = store_factory(rows, rating_names=("quality", "fun"))
     cfg = ComparatorsConfig(dynaeval=DynaEvalConfig(hidden=8, epochs=8, batch_size=8, lr=0.01))
     est = DynaEvalEstimator(Regime.OWN_ROLLOUTS, cfg, word_counts)
-    got = est.estimate(store.without_agent("a0"), HeldOutAgent("a0", rollouts=store.filter_agents(keep={"a0"})))
+    result = est.estimate(store.without_agent("a0"), HeldOutAgent("a0", rollouts=store.filter_agents(keep={"a0"})))
+    got = result.estimates
     assert set(got) == {"quality", "fun"} and got["quality"] == got["fun"]
-    assert est.diagnostics["final_loss"] < cfg.dynaeval.margin  # it learned to rank real above corrupted
+    assert result.diagnostics["final_loss"] < cfg.dynaeval.margin  # it learned to rank real above corrupted

@@ -97,14 +97,14 @@ def test_feature_estimator_learns_the_sign_from_other_agents(store_factory):
     experience = store.filter_agents(keep={"a3", "a4"})
     est = DialogueFeatureEstimator(("self_repetition",), Regime.OWN_ROLLOUTS)
     assert est.regimes == frozenset({Regime.OWN_ROLLOUTS})
-    good = est.estimate(experience, HeldOutAgent("a1", rollouts=good_rollouts))["quality"]
-    bad = est.estimate(experience, HeldOutAgent("a2", rollouts=bad_rollouts))["quality"]
+    good = est.estimate(experience, HeldOutAgent("a1", rollouts=good_rollouts)).estimates["quality"]
+    bad = est.estimate(experience, HeldOutAgent("a2", rollouts=bad_rollouts)).estimates["quality"]
     assert good == pytest.approx(0.8, abs=0.02) and bad == pytest.approx(0.3, abs=0.02)
     combined = DialogueFeatureEstimator(("self_repetition", "question_rate", "specificity", "length"), Regime.OWN_ROLLOUTS)
     assert combined.name.startswith("see-features:ridge")
-    assert combined.estimate(experience, HeldOutAgent("a1", rollouts=good_rollouts))["quality"] > combined.estimate(
+    assert combined.estimate(experience, HeldOutAgent("a1", rollouts=good_rollouts)).estimates["quality"] > combined.estimate(
         experience, HeldOutAgent("a2", rollouts=bad_rollouts)
-    )["quality"]
+    ).estimates["quality"]
 
 
 def test_feature_estimator_needs_its_regime_input(store_factory):
@@ -147,7 +147,7 @@ def test_experience_mean_ignores_unrated_dialogues(store_factory):
     )
     est = ExperienceMean()
     assert est.regimes == frozenset({Regime.NONE})
-    assert est.estimate(store, HeldOutAgent("z")) == pytest.approx({"quality": 0.4, "fun": 1.0})
+    assert est.estimate(store, HeldOutAgent("z")).estimates == pytest.approx({"quality": 0.4, "fun": 1.0})
 
 
 def test_reply_length_maps_length_to_rating_by_regression(store_factory):
@@ -158,33 +158,35 @@ def test_reply_length_maps_length_to_rating_by_regression(store_factory):
     store = store_factory(rows)
     acts = _actions([(f"short{i}", 1, 0, " ".join(["w"] * 7), None) for i in range(4)])
     est = ReplyLength(Regime.REPLIES_AT_LOGGED_STATES, ridge_alpha=1e-6)  # exact line fit
-    got = est.estimate(store.without_agent("mid"), HeldOutAgent("mid", target_actions=acts))
-    assert got["quality"] == pytest.approx(0.7, abs=1e-4)
-    assert est.diagnostics["mean_length"] == 7.0
+    result = est.estimate(store.without_agent("mid"), HeldOutAgent("mid", target_actions=acts))
+    assert result.estimates["quality"] == pytest.approx(0.7, abs=1e-4)
+    assert result.diagnostics["mean_length"] == 7.0
 
 
-def test_catalog_builds_every_named_comparator_with_a_unique_name(tmp_path):
-    from enigma.comparators import catalog
+def test_the_registry_builds_every_named_estimator_with_a_unique_name(tmp_path):
     from enigma.contracts import Estimator
+    from enigma.estimators import build_estimator, names
+    from enigma.params import Params
 
-    params = tmp_path / "params.yaml"
-    params.write_text("comparators:\n  ridge_alpha: 2.0\n")
-    built = [catalog.build(n, str(params)) for n in catalog.NAMES]
+    p = tmp_path / "params.yaml"
+    p.write_text("comparators:\n  ridge_alpha: 2.0\n")
+    params = Params.load(p)
+    built = [build_estimator(n, params) for n in names(params)]
     assert all(isinstance(e, Estimator) for e in built)
     assert len({e.name for e in built}) == len(built)
-    assert catalog.see_length_rollouts(str(params)).config.ridge_alpha == 2.0
+    assert build_estimator("see-length-rollouts", params).config.ridge_alpha == 2.0
     with pytest.raises(ValueError, match="unknown"):
-        catalog.build("adem-but-misspelt", str(params))
+        build_estimator("adem-but-misspelt", params)
 
 
 def test_fingerprints_change_only_with_the_settings_that_matter():
-    from enigma.comparators import catalog
     from enigma.comparators.config import AdemConfig, ComparatorsConfig, SpeConfig
+    from enigma.estimators import COMPARATORS
 
     base = ComparatorsConfig()
     other_spe = ComparatorsConfig(spe=SpeConfig(ridge_alpha=3.0))
     other_adem = ComparatorsConfig(adem=AdemConfig(pca_dim=7))
-    fp = lambda name, cfg: catalog.build(name, config=cfg).fingerprint()  # noqa: E731
+    fp = lambda name, cfg: COMPARATORS[name](cfg).fingerprint()  # noqa: E731
     assert fp("spe-ridge", base) != fp("spe-ridge", other_spe)
     assert fp("spe-ridge", base) == fp("spe-ridge", other_adem)
     assert fp("adem", base) != fp("adem", other_adem)

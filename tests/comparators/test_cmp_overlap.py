@@ -39,7 +39,7 @@ def test_overlap_estimators_return_the_score_for_every_rating(store_factory):
     store, target = _store_and_actions(store_factory, ["the cat sat on the mat"])
     for est in (BleuEstimator(), RougeLEstimator()):
         assert est.regimes == frozenset({Regime.REPLIES_AT_LOGGED_STATES})
-        assert est.estimate(store, target) == pytest.approx({"quality": 1.0, "fun": 1.0})
+        assert est.estimate(store, target).estimates == pytest.approx({"quality": 1.0, "fun": 1.0})
     pairs, failed = reply_pairs(store, target)
     assert failed == 0 and pairs[0].reference == "the cat sat on the mat"
     assert pairs[0].context_turns == (Turn("user", "hi there"),)
@@ -75,9 +75,10 @@ def test_perplexity_estimator_reports_inverse_perplexity(store_factory):
     model, tok = _tiny_lm()
     store, target = _store_and_actions(store_factory, ["the cat sat", "a dog ran off"])
     est = PerplexityEstimator(ComparatorsConfig(perplexity=PerplexityConfig(max_replies=10)), CausalLMScorer(model, tok))
-    got = est.estimate(store, target)
+    result = est.estimate(store, target)
+    got = result.estimates
     assert got["quality"] == got["fun"]
-    assert got["quality"] == pytest.approx(1 / est.diagnostics["perplexity"])
+    assert got["quality"] == pytest.approx(1 / result.diagnostics["perplexity"])
     assert 0 < got["quality"] < 1
 
 
@@ -91,7 +92,7 @@ def test_bertscore_with_the_local_minilm(store_factory):
     other = est.f1(["what is your job?"], ["i like dogs"])[0]
     assert same == pytest.approx(1.0, abs=1e-4) and other < same
     store, target = _store_and_actions(store_factory, ["the cat sat on the mat", "no idea"])
-    got = est.estimate(store, target)
+    got = est.estimate(store, target).estimates
     assert 0 < got["quality"] < 1
 
 

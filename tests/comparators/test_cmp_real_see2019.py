@@ -13,12 +13,12 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def see(raw_data):
-    from enigma.store.config import load_ingest_config
+    from enigma.params import Params
     from enigma.store.experience import ExperienceStore
     from enigma.store.readers import see2019, see2019_selfplay
     from tests.conftest import REPO_ROOT
 
-    cfg = load_ingest_config(REPO_ROOT / "params.yaml")
+    cfg = Params.load(REPO_ROOT / "params.yaml").ingest
     root = raw_data / "see2019_convai2_humaneval"
     r = see2019.read(root, cfg)
     s = see2019_selfplay.read(root, cfg)
@@ -38,7 +38,8 @@ def test_feature_estimator_on_a_held_out_bot_with_its_self_play(see):
     store, selfplay = see
     agent = "repetition_model_setting05"
     est = DialogueFeatureEstimator(("self_repetition", "question_rate", "length"), Regime.OWN_ROLLOUTS)
-    got = est.estimate(store.without_agent(agent), HeldOutAgent(agent, rollouts=selfplay.filter_agents(keep={agent})))
+    result = est.estimate(store.without_agent(agent), HeldOutAgent(agent, rollouts=selfplay.filter_agents(keep={agent})))
+    got = result.estimates
     assert set(got) == set(store.rating_names)
     assert all(0.0 < v < 1.0 for v in got.values())
-    assert est.diagnostics["n_dialogues"] == selfplay.filter_agents(keep={agent}).dialogues.num_rows
+    assert result.diagnostics["n_dialogues"] == selfplay.filter_agents(keep={agent}).dialogues.num_rows

@@ -52,8 +52,8 @@ def test_spe_ranks_held_out_agents_by_their_rollouts(store_factory, cls):
     est = cls(Regime.OWN_ROLLOUTS, cfg, WordCounts())
     assert est.regimes == frozenset({Regime.OWN_ROLLOUTS})
     experience = store.filter_agents(keep={"b", "c", "d"})
-    good = est.estimate(experience, HeldOutAgent("a", rollouts=store.filter_agents(keep={"e"})))
-    bad = est.estimate(experience, HeldOutAgent("x", rollouts=store.filter_agents(keep={"d"})))
+    good = est.estimate(experience, HeldOutAgent("a", rollouts=store.filter_agents(keep={"e"}))).estimates
+    bad = est.estimate(experience, HeldOutAgent("x", rollouts=store.filter_agents(keep={"d"}))).estimates
     assert set(good) == {"quality", "fun"}
     assert good["quality"] > bad["quality"] + 0.3 and good["fun"] > bad["fun"]
 
@@ -63,5 +63,5 @@ def test_spe_with_the_real_minilm_cache(store_factory, tmp_path):
     store = _world(store_factory)
     cfg = ComparatorsConfig(cache_dir=str(tmp_path))
     est = SpeRidge(Regime.OWN_ROLLOUTS, cfg)
-    got = est.estimate(store.without_agent("e"), HeldOutAgent("e", rollouts=store.filter_agents(keep={"e"})))
+    got = est.estimate(store.without_agent("e"), HeldOutAgent("e", rollouts=store.filter_agents(keep={"e"}))).estimates
     assert 0.0 < got["quality"] < 1.2

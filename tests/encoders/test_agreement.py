@@ -10,7 +10,7 @@ from enigma.encoders.base import DialogueActions
 from enigma.encoders.frozen import AGREEMENT_DIM, FrozenPairEncoder, _facts, _f1, _words
 from enigma.encoders.text_cache import EmbeddingCache
 from enigma.ope.config import DiceConfig
-from enigma.ope.trainer import _Features
+from enigma.ope.features import Features
 
 # three agent turns; the target says the same at turn 0, other words with the same facts at
 # turn 1, and the same template with another flight at turn 2
@@ -88,7 +88,7 @@ def test_pca_leaves_the_agreement_features_alone(cache):
     enc = FrozenPairEncoder(cache, agreement=True)
     prepared = enc.prepare([D], max_agent_turns=3)
     cfg = DiceConfig.preset("default", project_dim=2)
-    feats = _Features(enc, prepared, 1, torch.device("cpu"), cfg)
+    feats = Features(enc, prepared, 1, torch.device("cpu"), cfg)
     assert feats.dim == 2 + AGREEMENT_DIM
     logged, _ = feats(None)
     torch.testing.assert_close(logged[0, :, 2:], prepared.agreement[0, :, 0])

@@ -41,19 +41,24 @@ def test_random_minilm_is_seeded_and_cached_apart(tmp_path):
     assert rand.encoded_count == 2 and trained.encoded_count == 2  # neither was served the other's vectors
 
 
-def test_enigma_random_encoder_is_enigma_with_the_random_model():
-    from tasks.estimate import build_estimator
+def _built(name: str):
+    """The estimator as the repository's params.yaml names it."""
+    from enigma.estimators import build_estimator
+    from enigma.params import Params
+    from tests.conftest import REPO_ROOT
 
-    enigma, ablation = build_estimator("enigma"), build_estimator("enigma-random-encoder")
+    return build_estimator(name, Params.load(REPO_ROOT / "params.yaml"))
+
+
+def test_enigma_random_encoder_is_enigma_with_the_random_model():
+    enigma, ablation = _built("enigma"), _built("enigma-random-encoder")
     assert ablation.name == "enigma-random-encoder"
     assert ablation.config.encoder_model == f"random:{enigma.config.encoder_model}:{enigma.config.seed}"
     assert ablation.config.model_copy(update={"encoder_model": enigma.config.encoder_model}) == enigma.config
 
 
 def test_enigma_gda_is_enigma_solved_by_gradient_descent_ascent():
-    from tasks.estimate import build_estimator
-
-    enigma, gda = build_estimator("enigma"), build_estimator("enigma-gda")
+    enigma, gda = _built("enigma"), _built("enigma-gda")
     assert gda.name == "enigma-gda" and gda.config.solver == "gda" and enigma.config.solver == "exact_nu"
     # the same features: only the solver's settings differ
     for field in ("tmax", "encoder", "encoder_model", "project_dim", "head_hidden", "agreement", "seed"):

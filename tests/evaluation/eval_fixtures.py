@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pyarrow as pa
 
-from enigma.contracts import HeldOutAgent, Regime
+from enigma.contracts import EstimateResult, HeldOutAgent, Regime
 from enigma.store import schema as S
 from enigma.store.experience import ExperienceStore
 
@@ -77,7 +77,10 @@ class RecordingMean:
         self.regimes = frozenset(regimes)
         self.calls: list[dict] = []
 
-    def estimate(self, experience: ExperienceStore, target: HeldOutAgent) -> dict[str, float]:
+    def fingerprint(self) -> str:
+        return "recording-mean"
+
+    def estimate(self, experience: ExperienceStore, target: HeldOutAgent) -> EstimateResult:
         self.calls.append(
             {
                 "agent_id": target.agent_id,
@@ -93,4 +96,4 @@ class RecordingMean:
                 words = np.mean([len(t.split()) for t in target.target_actions.column("text").to_pylist()])
                 mean += 0.01 * float(words)
             out[r] = mean
-        return out
+        return EstimateResult(out)

@@ -7,7 +7,7 @@ import json
 import pandas as pd
 
 from enigma.evaluation.ablations import UNNORMALISED_LABEL, with_unnormalised
-from enigma.evaluation.loao import RESULT_COLUMNS, check_results
+from enigma.evaluation.results import RESULT_COLUMNS, check_results
 from enigma.evaluation.summary import build_summary
 
 

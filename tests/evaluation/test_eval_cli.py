@@ -8,7 +8,7 @@ import pandas as pd
 from typer.testing import CliRunner
 
 from enigma.cli import app
-from enigma.evaluation import loao
+from enigma.evaluation import heldout, loao
 from tests.evaluation.eval_fixtures import RecordingMean, target_actions_for
 
 runner = CliRunner()
@@ -16,7 +16,7 @@ runner = CliRunner()
 
 def test_build_from_a_results_folder_and_store_truth_then_show(tmp_path, store):
     results_dir = tmp_path / "loao"
-    sources = loao.HeldOutSources(target_actions=target_actions_for(store, {f"agent{k}": k + 1 for k in range(6)}))
+    sources = heldout.HeldOutSources(target_actions=target_actions_for(store, {f"agent{k}": k + 1 for k in range(6)}))
     loao.run_loao(store, [RecordingMean("enigma")], sources, results_dir=results_dir, progress=False)
     store_dir = store.write(tmp_path / "store")
     params = tmp_path / "params.yaml"

@@ -8,8 +8,8 @@ import pyarrow as pa
 import pytest
 
 from enigma.comparators.baselines import ExperienceMean, ReplyLength
-from enigma.contracts import Regime
-from enigma.evaluation import loao
+from enigma.contracts import EstimateResult, Regime
+from enigma.evaluation import heldout, loao, results
 from enigma.evaluation.errors import EvaluationError
 from tests.evaluation.eval_fixtures import RATINGS, RecordingMean, make_store, target_actions_for
 
@@ -17,7 +17,7 @@ WORDS = {f"agent{k}": k + 1 for k in range(6)}
 
 
 def _sources(store, **kw):
-    return loao.HeldOutSources(target_actions=target_actions_for(store, WORDS), **kw)
+    return heldout.HeldOutSources(target_actions=target_actions_for(store, WORDS), **kw)
 
 
 def test_never_gives_the_held_out_agents_rated_dialogues(store):
@@ -39,7 +39,7 @@ def test_never_gives_the_held_out_agents_rated_dialogues(store):
         assert call["target"].rollouts is None and call["target"].unrated_dialogues is None
     diag = json.loads(table["diagnostics"].iloc[0])
     assert diag["target_actions_outside_experience_dropped"] == 8
-    assert sorted(table.columns) == sorted(loao.RESULT_COLUMNS)
+    assert sorted(table.columns) == sorted(results.RESULT_COLUMNS)
     assert len(table) == 6 * len(RATINGS)
     assert set(table["regime"]) == {"replies-at-logged-states"}
 
@@ -49,7 +49,7 @@ def test_regimes_decide_what_the_target_carries(store):
     unrated_est = RecordingMean("unrated", {Regime.OWN_UNRATED_DIALOGUES})
     sources = _sources(
         store,
-        unrated_dialogues=loao.own_dialogues_unrated(store),
+        unrated_dialogues=heldout.own_dialogues_unrated(store),
         labels={"replies-at-logged-states": "from transcripts: an approximation", "benchmark": "test"},
     )
     table = loao.run_loao(store, [none_est, unrated_est], sources, agents=["agent2"], progress=False)
@@ -66,7 +66,7 @@ def test_regimes_decide_what_the_target_carries(store):
 
 def test_missing_source_is_a_clear_error(store):
     with pytest.raises(EvaluationError, match="no target_actions source"):
-        loao.run_loao(store, [RecordingMean()], loao.HeldOutSources(), progress=False)
+        loao.run_loao(store, [RecordingMean()], heldout.HeldOutSources(), progress=False)
     with pytest.raises(EvaluationError, match="no dialogues in the store"):
         loao.run_loao(store, [RecordingMean()], _sources(store), agents=["nobody"], progress=False)
 
@@ -90,7 +90,7 @@ def test_resume_skips_finished_work_and_reruns_on_change(tmp_path, store):
     assert len(est.calls) == 6  # nothing recomputed
     assert again["estimate"].tolist() == first["estimate"].tolist()
     # A torn result file is recomputed, the others are kept.
-    loao.result_path(tmp_path, est.name, "agent3").write_text('{"fingerprint": ')
+    results.result_path(tmp_path, est.name, "agent3").write_text('{"fingerprint": ')
     loao.run_loao(store, [est], _sources(store), results_dir=tmp_path, progress=False)
     assert [c["agent_id"] for c in est.calls[6:]] == ["agent3"]
     # Different experience data (an agent's ratings changed): everything depending on it reruns.
@@ -100,13 +100,13 @@ def test_resume_skips_finished_work_and_reruns_on_change(tmp_path, store):
     # The held-out agent's replies changed (a new checkpoint): its results rerun.
     n = len(est.calls)
     longer = dict(WORDS, agent2=9)
-    loao.run_loao(changed, [est], loao.HeldOutSources(target_actions=target_actions_for(changed, longer)),
+    loao.run_loao(changed, [est], heldout.HeldOutSources(target_actions=target_actions_for(changed, longer)),
                   results_dir=tmp_path, progress=False)
     assert [c["agent_id"] for c in est.calls[n:]] == ["agent2"]
     # Without resume, everything runs.
     loao.run_loao(changed, [est], _sources(changed), results_dir=tmp_path, resume=False, progress=False)
     assert len(est.calls) == 7 + 6 + 1 + 6
-    assert loao.read_results(tmp_path)["estimate"].notna().all()
+    assert results.read_results(tmp_path)["estimate"].notna().all()
 
 
 class Failing(RecordingMean):
@@ -126,54 +126,77 @@ def test_failures_are_recorded_not_saved_and_retried(tmp_path, store):
     table = loao.run_loao(store, [est], _sources(store), results_dir=tmp_path, errors="record", progress=False)
     bad = table[table.agent_id == "agent1"]
     assert bad["estimate"].isna().all() and bad["error"].str.contains("timed out").all()
-    assert not loao.result_path(tmp_path, "flaky", "agent1").exists()
+    assert not results.result_path(tmp_path, "flaky", "agent1").exists()
     n = len(est.attempts)
     loao.run_loao(store, [est], _sources(store), results_dir=tmp_path, errors="record", progress=False)
     assert est.attempts[n:] == ["agent1"]  # only the failed one is retried
 
 
-class RichResult:
-    """Shaped like ENIGMA's EnigmaResult: nested estimates, diagnostics and curves per run."""
-
-    def __init__(self, estimates, curves):
-        self.estimates = estimates
-        self.diagnostics = {"all": {"ess": 12.5, "converged": True}, "n_dialogues": 20, "config": {"lr": 1e-3}}
-        self.curves = curves
-
-
 class FullEstimator(RecordingMean):
+    """Shaped like ENIGMA: unnormalised estimates, effective sample sizes, nested diagnostics,
+    a learning curve and an artifact."""
+
     name = "enigma"
 
     def __init__(self):
         super().__init__("enigma")
 
-    def estimate_full(self, experience, target):
-        plain = self.estimate(experience, target)
-        nested = {r: {"estimate": v, "unnormalised": v * 0.9, "ess": 12.5, "n": 20} for r, v in plain.items()}
-        curve = [{"step": s, "loss": 1.0 / s, **{f"estimate_{r}": v + 0.1 / s for r, v in plain.items()}} for s in (10, 20, 30)]
-        return RichResult(nested, {"all": curve})
+    def estimate(self, experience, target):
+        import pandas as pd
+        import torch
+
+        plain = super().estimate(experience, target).estimates
+        curve = pd.DataFrame([{"step": s, "loss": 1.0 / s, **{f"estimate_{r}": v + 0.1 / s for r, v in plain.items()}, "run": "all"}
+                              for s in (10, 20, 30)])
+        return EstimateResult(
+            plain, unnormalised={r: v * 0.9 for r, v in plain.items()}, ess={r: 12.5 for r in plain},
+            diagnostics={"all": {"ess": 12.5, "converged": True}, "n_dialogues": 20, "config": {"lr": 1e-3}},
+            curve=curve, artifacts={"heads": torch.nn.Linear(2, 1)},
+        )
 
 
-def test_estimate_full_extras_and_curves(tmp_path, store):
+def test_estimate_result_extras_curves_and_artifacts(tmp_path, store):
     table = loao.run_loao(store, [FullEstimator()], _sources(store), results_dir=tmp_path, progress=False)
     row = table.iloc[0]
     assert row["unnormalised"] == pytest.approx(row["estimate"] * 0.9) and row["ess"] == 12.5
     diag = json.loads(row["diagnostics"])
     assert diag["all"] == {"ess": 12.5, "converged": True} and diag["n_dialogues"] == 20
-    curves = loao.read_curves(tmp_path)
+    curves = results.read_curves(tmp_path)
     assert len(curves) == 6 * 3 and {"estimator", "agent_id", "run", "step", "estimate_enjoy"} <= set(curves.columns)
+    # the artifacts lie beside each result file
+    assert results.artifact_path(tmp_path, "enigma", "agent0", "heads").is_file()
 
 
 class BadOutput(RecordingMean):
     def estimate(self, experience, target):
-        return {"enjoy": 0.5}
+        return EstimateResult({"enjoy": 0.5})
+
+
+class PlainDict(RecordingMean):
+    def estimate(self, experience, target):
+        return {r: 0.5 for r in experience.rating_names}
+
+
+class NoValueFor(RecordingMean):
+    def estimate(self, experience, target):
+        return EstimateResult({"enjoy": 0.5, "fluency": float("nan")})
 
 
 def test_estimator_output_is_checked(store):
     with pytest.raises(EvaluationError, match="no estimate for rating 'fluency'"):
         loao.run_loao(store, [BadOutput("bad")], _sources(store), progress=False)
-    with pytest.raises(EvaluationError, match="estimate is nan"):
-        loao.normalise_result({"enjoy": float("nan")}, ["enjoy"], "e", "a")
+    with pytest.raises(EvaluationError, match="returned dict, expected an EstimateResult"):
+        loao.run_loao(store, [PlainDict("plain")], _sources(store), progress=False)
+
+
+def test_a_rating_without_an_estimate_is_an_error_row_not_a_number(tmp_path, store):
+    table = loao.run_loao(store, [NoValueFor("partial")], _sources(store), agents=["agent1"], results_dir=tmp_path,
+                          progress=False)
+    by_rating = table.set_index("rating")
+    assert by_rating.loc["enjoy", "estimate"] == 0.5 and by_rating.loc["enjoy", "error"] is None
+    assert by_rating.loc["fluency", "error"] == "partial: no estimate for rating 'fluency' (the estimate is nan)"
+    # the file reads back as a valid results table: the NaN is explained
+    assert results.read_results(tmp_path).set_index("rating").loc["fluency", "error"].startswith("partial: no estimate")
 
 
 def test_read_results_names_the_row_and_field(tmp_path):
@@ -182,10 +205,10 @@ def test_read_results_names_the_row_and_field(tmp_path):
     p = tmp_path / "r.csv"
     pd.DataFrame({"estimator": ["e", "e"], "agent_id": ["a", "b"], "rating": ["enjoy", "enjoy"], "estimate": [0.5, "x"]}).to_csv(p, index=False)
     with pytest.raises(EvaluationError, match=r"row 2 .*field 'estimate'"):
-        loao.read_results(p)
+        results.read_results(p)
     with pytest.raises(EvaluationError, match="missing column"):
         pd.DataFrame({"estimator": ["e"]}).to_csv(p, index=False)
-        loao.read_results(p)
+        results.read_results(p)
 
 
 def test_sampling_approximation_label_and_failed_samples_are_carried(store):
@@ -198,18 +221,6 @@ def test_sampling_approximation_label_and_failed_samples_are_carried(store):
         return t.replace_schema_metadata({"enigma.sampling.approximation": "approximation: retrieval stand-in"})
 
     est = RecordingMean()
-    table = loao.run_loao(store, [est], loao.HeldOutSources(target_actions=sampled), agents=["agent4"], progress=False)
+    table = loao.run_loao(store, [est], heldout.HeldOutSources(target_actions=sampled), agents=["agent4"], progress=False)
     assert json.loads(table["labels"].iloc[0]) == {"replies-at-logged-states": "target actions: approximation: retrieval stand-in"}
     assert json.loads(table["diagnostics"].iloc[0])["target_actions_failed"] == 1  # agent0-d0 is in the experience
-
-
-def test_evaluate_section_supplies_defaults(tmp_path, store):
-    from enigma.evaluation.config import EvaluateConfig
-
-    cfg = EvaluateConfig(results_dir=tmp_path / "res", agents=["agent1", "agent2"])
-    est = RecordingMean()
-    table = loao.run_loao(store, [est], _sources(store), config=cfg, progress=False)
-    assert sorted(set(table.agent_id)) == ["agent1", "agent2"]
-    assert loao.result_path(tmp_path / "res", est.name, "agent1").is_file()
-    loao.run_loao(store, [est], _sources(store), config=cfg.model_copy(update={"resume": False}), progress=False)
-    assert len(est.calls) == 4

@@ -11,14 +11,14 @@ from enigma.evaluation.config import ReportConfig
 from enigma.evaluation.loao import run_loao
 from enigma.evaluation.summary import build_summary
 from enigma.evaluation.truth import truth_from_store
-from enigma.store.config import load_ingest_config
+from enigma.params import Params
 from enigma.store.experience import ExperienceStore
 from enigma.store.readers import see2019
 
 
 @pytest.mark.slow
 def test_experience_mean_collapse_is_visible_on_see2019(raw_data):
-    r = see2019.read(raw_data / "see2019_convai2_humaneval", load_ingest_config(REPO_ROOT / "params.yaml"))
+    r = see2019.read(raw_data / "see2019_convai2_humaneval", Params.load(REPO_ROOT / "params.yaml").ingest)
     store = ExperienceStore(r.dialogues, r.turns, r.rejects)
     results = run_loao(store, [ExperienceMean()], progress=False)
     summary, _ = build_summary(results, truth_from_store(store), "see2019", ReportConfig(bootstrap_resamples=100, plots=False))

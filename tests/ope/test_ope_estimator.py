@@ -7,9 +7,11 @@ from pathlib import Path
 
 import json
 
+import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+import torch
 from typer.testing import CliRunner
 
 from enigma.cli import app
@@ -36,10 +38,13 @@ def test_estimator_follows_the_protocol(problem):
     _, store, _, ta = problem
     est = EnigmaEstimator(_cfg(), progress=False)
     assert isinstance(est, Estimator) and est.regimes == frozenset({Regime.REPLIES_AT_LOGGED_STATES})
-    out = est.estimate(store, HeldOutAgent("t", target_actions=ta))
+    result = est.estimate(store, HeldOutAgent("t", target_actions=ta))
+    out = result.estimates
     assert set(out) == {"match", "short"} and all(0 <= v <= 1 for v in out.values())
-    full = est.last_result
-    assert set(full.estimates["match"]) >= {"estimate", "unnormalised", "ess"}
+    assert set(result.unnormalised) == set(result.ess) == {"match", "short"}
+    assert set(result.curve["run"]) == {"all"} and result.diagnostics["all"]["steps"] == 40
+    # the trained heads travel with the result (saved beside the result file, logged by MLflow)
+    assert isinstance(result.artifacts["heads"], torch.nn.Module)
 
 
 def test_dialogue_opening_with_the_agent_gets_an_empty_user_utterance(problem):
@@ -94,8 +99,11 @@ def test_divergence_stops_with_a_message_not_a_number(problem):
 def test_reward_in_the_objective_trains_once_per_rating(problem):
     _, store, _, ta = problem
     est = EnigmaEstimator(DiceConfig.preset("bestdice", encoder="onehot", head_hidden=0, tmax=3, steps=30, log_every=10, device="cpu"), progress=False)
-    out = est.estimate(store, HeldOutAgent("t", target_actions=ta))
-    assert set(est.last_result.runs) == {"match", "short"} and set(out) == {"match", "short"}
+    full = est.estimate_full(store, HeldOutAgent("t", target_actions=ta))
+    assert set(full.runs) == {"match", "short"} and set(full.to_estimate().estimates) == {"match", "short"}
+    # one heads module per rating's run, and one curve table with the run named
+    assert set(full.to_estimate().artifacts["heads"].keys()) == {"match", "short"}
+    assert set(full.to_estimate().curve["run"]) == {"match", "short"}
 
 
 def test_cli_estimate_writes_estimates_and_curves_and_resumes(problem, tmp_path):
@@ -103,7 +111,8 @@ def test_cli_estimate_writes_estimates_and_curves_and_resumes(problem, tmp_path)
     store.write(tmp_path / "store")
     pq.write_table(ta, tmp_path / "t.parquet")
     params = tmp_path / "params.yaml"
-    params.write_text("dice:\n  preset: default\n  encoder: onehot\n  head_hidden: 0\n  tmax: 3\n  steps: 40\n  log_every: 20\n  lr: 2.0\n  device: cpu\n")
+    params.write_text("estimators:\n  enigma:\n    dice: {preset: default, encoder: onehot, head_hidden: 0, tmax: 3, steps: 40, log_every: 20, "
+                      "lr: 2.0, device: cpu}\n")
     args = ["estimate", "--experience", str(tmp_path / "store"), "--target-actions", f"t={tmp_path / 't.parquet'}",
             "--exclude-agents", "b2", "--out", str(tmp_path / "out"), "--params", str(params), "-q"]
     res = CliRunner().invoke(app, args)
@@ -113,12 +122,16 @@ def test_cli_estimate_writes_estimates_and_curves_and_resumes(problem, tmp_path)
     assert set(out["targets"]["t"]["match"]) == {"estimate", "unnormalised", "ess"}
     n_b1 = sum(a == "b1" for a in store.dialogues.column("agent_id").to_pylist())
     assert out["diagnostics"]["t"]["n_dialogues"] == n_b1 and out["diagnostics"]["t"]["excluded_agents"] == ["b2"]
-    curve = (tmp_path / "out" / "curves" / "t.csv").read_text().splitlines()
-    assert curve[0].startswith("run,step,loss") and len(curve) == 3
+    # the target's result file as the benchmarks' runner writes it, its learning curve and heads beside it
+    result = tmp_path / "out" / "results" / "enigma" / "t.json"
+    curve = pd.read_parquet(result.with_suffix(".curve.parquet"))
+    assert list(curve.columns[:4]) == ["estimator", "agent_id", "step", "loss"] and list(curve.step) == [20, 40]
+    assert set(curve.run) == {"all"} and result.with_suffix(".heads.pt").is_file()
     # a rerun with the same settings reuses the finished target
-    stamp = (tmp_path / "out" / "targets" / "t.json").stat().st_mtime_ns
+    stamp = result.stat().st_mtime_ns
     assert CliRunner().invoke(app, args).exit_code == 0
-    assert (tmp_path / "out" / "targets" / "t.json").stat().st_mtime_ns == stamp
+    assert result.stat().st_mtime_ns == stamp
+    assert json.loads((tmp_path / "out" / "estimates.json").read_text()) == out
 
 
 def test_cli_reports_bad_input_in_one_line(problem, tmp_path):
@@ -140,8 +153,9 @@ def test_fixed_features_can_be_projected_to_fewer_dimensions(problem):
     # the projection acts on whatever fixed features the encoder gives (text vectors in use);
     # one-hot vectors handed in explicitly stand for them here
     est = EnigmaEstimator(_cfg(encoder="frozen", project_dim=5, head_hidden=4), encoder=OneHotPairEncoder(), progress=False)
-    out = est.estimate(store, HeldOutAgent("t", target_actions=ta))
-    heads = est.last_result.runs["all"].heads
+    full = est.estimate_full(store, HeldOutAgent("t", target_actions=ta))
+    out = full.to_estimate().estimates
+    heads = full.runs["all"].heads
     assert heads.zeta_net[0].in_features == 5 and est.encoder().dim > 5
     assert all(0 <= v <= 1 for v in out.values())
 
@@ -151,43 +165,49 @@ def test_onehot_stays_exact_whatever_the_text_settings_say(problem):
     cfg = DiceConfig.from_section({"preset": "exact_nu", "encoder": "onehot", "project_dim": 5, "agreement": True, "tmax": 3})
     assert cfg.project_dim is None and cfg.agreement is False
     est = EnigmaEstimator(cfg, progress=False)
-    est.estimate(store, HeldOutAgent("t", target_actions=ta))
-    heads = est.last_result.runs["all"].heads
+    heads = est.estimate_full(store, HeldOutAgent("t", target_actions=ta)).runs["all"].heads
     assert heads.zeta_net[-1].in_features == est.encoder().dim > 5  # one coordinate per state-action pair
 
 
-def test_from_params_reads_the_dice_section_and_the_embedding_cache(tmp_path):
+def _enigma(p):
+    from enigma.estimators import build_estimator
+    from enigma.params import Params
+
+    return build_estimator("enigma", Params.load(p))
+
+
+def test_the_enigma_entry_of_params_builds_the_estimator_with_its_embedding_cache(tmp_path):
     from enigma.params import ParamsError
 
     p = tmp_path / "params.yaml"
-    p.write_text("encode:\n  cache:\n    cache_dir: somewhere\ndice:\n  preset: paper\n  tmax: 9\n")
-    est = EnigmaEstimator.from_params(p, progress=False)
+    p.write_text("encode:\n  cache:\n    cache_dir: somewhere\nestimators:\n  enigma:\n    dice: {preset: paper, tmax: 9}\n")
+    est = _enigma(p)
     assert est.config.tmax == 9 and est.config.schedule == "inverse_sqrt" and est.encode.cache.cache_dir == "somewhere"
-    p.write_text("dice:\n  preset: default\n  lr: -1\n")
-    with pytest.raises(ParamsError, match="section 'dice'"):
-        EnigmaEstimator.from_params(p)
+    p.write_text("estimators:\n  enigma:\n    dice: {preset: default, lr: -1}\n")
+    with pytest.raises(ParamsError, match="estimators.enigma.dice"):
+        _enigma(p)
     p.write_text("encode:\n  frozen:\n    blocks: [nope]\n")
     with pytest.raises(ParamsError, match="section 'encode'"):
-        EnigmaEstimator.from_params(p)
+        _enigma(p)
 
 
 def test_the_frozen_encoder_is_built_as_the_encode_section_says(tmp_path):
     p = tmp_path / "params.yaml"
     p.write_text(f"encode:\n  cache:\n    cache_dir: {tmp_path / 'emb'}\n  frozen:\n    blocks: [last_user, position]\n"
-                 "    position_buckets: 4\ndice:\n  encoder: frozen\n")
-    est = EnigmaEstimator.from_params(p, progress=False)
+                 "    position_buckets: 4\nestimators:\n  enigma:\n    dice:\n      encoder: frozen\n")
+    est = _enigma(p)
     enc = est.encoder()
     assert enc.blocks == ("last_user", "position") and enc.position_buckets == 4
     assert enc.feature_dim == 2 * enc.text_dim + 4
     assert Path(enc.cache.dir).parent == tmp_path / "emb"
     # a saved result depends on the blocks: another choice is another fingerprint
     p.write_text(p.read_text().replace("[last_user, position]", "[last_user, prev_agent, summary, position]"))
-    assert EnigmaEstimator.from_params(p, progress=False).fingerprint() != est.fingerprint()
+    assert _enigma(p).fingerprint() != est.fingerprint()
     # ... but not on where the cache lives
     p.write_text(p.read_text().replace(str(tmp_path / "emb"), str(tmp_path / "elsewhere")))
-    other = EnigmaEstimator.from_params(p, progress=False)
+    other = _enigma(p)
     p.write_text(p.read_text().replace(str(tmp_path / "elsewhere"), str(tmp_path / "emb")))
-    assert other.fingerprint() == EnigmaEstimator.from_params(p, progress=False).fingerprint()
+    assert other.fingerprint() == _enigma(p).fingerprint()
 
 
 def test_reply_at_a_non_agent_turn_is_rejected(problem):
@@ -209,7 +229,7 @@ def test_rating_without_values_is_null_in_estimates_json(problem, tmp_path):
     ExperienceStore(d, store.turns).write(tmp_path / "store")
     pq.write_table(ta, tmp_path / "t.parquet")
     params = tmp_path / "params.yaml"
-    params.write_text("dice:\n  encoder: onehot\n  head_hidden: 0\n  tmax: 3\n  steps: 20\n  log_every: 10\n  device: cpu\n")
+    params.write_text("estimators:\n  enigma:\n    dice: {encoder: onehot, head_hidden: 0, tmax: 3, steps: 20, log_every: 10, device: cpu}\n")
     res = CliRunner().invoke(app, ["estimate", "-e", str(tmp_path / "store"), "--target-actions", f"t={tmp_path / 't.parquet'}",
                                    "-o", str(tmp_path / "out"), "--params", str(params), "-q"])
     assert res.exit_code == 0, res.output
@@ -221,6 +241,5 @@ def test_rating_without_values_is_null_in_estimates_json(problem, tmp_path):
 def test_slot_normalised_zeta_has_unit_mean_in_every_slot(problem):
     _, store, _, ta = problem
     est = EnigmaEstimator(_cfg(slot_normalise=True), progress=False)
-    est.estimate(store, HeldOutAgent("t", target_actions=ta))
-    slots = est.last_result.runs["all"].slot_means
+    slots = est.estimate_full(store, HeldOutAgent("t", target_actions=ta)).runs["all"].slot_means
     assert slots == pytest.approx([1.0] * len(slots), abs=1e-5)

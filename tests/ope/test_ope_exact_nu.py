@@ -12,11 +12,11 @@ import torch
 
 from enigma.contracts import HeldOutAgent
 from enigma.ope import DiceConfig, EnigmaEstimator
-from enigma.ope.exact_nu import ZetaProblem, flow_rows, solve_exact_nu
+from enigma.ope.exact_nu import ZetaProblem, fit_exact_nu, flow_rows
 from enigma.ope.heads import DiceHeads
 from enigma.ope.objective import lagrangian, slot_values
 from enigma.ope.tabular import RATINGS, certainty_equivalence_value, empirical_ratio, target_actions
-from enigma.ope.trainer import DiceData
+from enigma.ope.problem import DiceData
 
 from test_ope_exactness import _problem, _targets
 
@@ -130,7 +130,7 @@ def test_the_solution_is_the_saddle_point_of_the_gradient_code_lagrangian():
     uses: its gradient in nu, lambda and zeta vanishes, and every slot carries mass 1."""
     logged, target, data, tmax = _random_problem()
     cfg = DiceConfig.preset("exact_nu", tmax=tmax, alpha_nu=0.05, steps=500, log_every=20, device="cpu")
-    heads, curve, summary = solve_exact_nu(DiceHeads(logged.shape[-1], 0, tmax), logged, target, data, cfg, progress=False)
+    heads, curve, summary = fit_exact_nu(DiceHeads(logged.shape[-1], 0, tmax), logged, target, data, cfg, progress=False)
     assert summary["converged"] and summary["grad_max"] <= cfg.solver_tol and summary["mass_gap_max"] <= cfg.constraint_tol
     heads = heads.double()
     v = slot_values(heads, logged.double(), target.double(), data.sample_mask, data.n_agent_turns)
@@ -151,7 +151,7 @@ def test_the_solution_is_the_saddle_point_of_the_gradient_code_lagrangian():
 def test_the_curve_descends_and_records_the_solver_diagnostics():
     logged, target, data, tmax = _random_problem(1)
     cfg = DiceConfig.preset("exact_nu", tmax=tmax, alpha_nu=0.05, steps=500, log_every=5, device="cpu")
-    _, curve, summary = solve_exact_nu(DiceHeads(logged.shape[-1], 0, tmax), logged, target, data, cfg, progress=False)
+    _, curve, summary = fit_exact_nu(DiceHeads(logged.shape[-1], 0, tmax), logged, target, data, cfg, progress=False)
     for key in ("grad_max", "flow_residual", "ess_share", "zeta_slot_0", "nu_pad_1", "estimate_r", "lambda", "outer"):
         assert key in curve[-1] and np.isfinite(curve[-1][key]), key
     assert summary["iterations"] == curve[-1]["step"] < cfg.steps
@@ -231,7 +231,7 @@ def test_the_nu_penalty_does_not_depend_on_the_scale_of_the_features():
     mix = torch.linalg.qr(torch.randn(4, 4, generator=torch.Generator().manual_seed(1)))[0] * 37.0
     runs = []
     for lg, tg in ((logged, target), (logged @ mix, target @ mix)):
-        heads, _, summary = solve_exact_nu(DiceHeads(4, 0, tmax), lg, tg, data, cfg, progress=False)
+        heads, _, summary = fit_exact_nu(DiceHeads(4, 0, tmax), lg, tg, data, cfg, progress=False)
         assert summary["converged"]
         v = slot_values(heads.double(), lg.double(), tg.double(), data.sample_mask, data.n_agent_turns)
         runs.append(v.zeta.gather(1, data.n_agent_turns.unsqueeze(1)).squeeze(1))

@@ -16,7 +16,8 @@ from enigma.contracts import HeldOutAgent
 from enigma.ope import DiceConfig, DiceDivergence, EnigmaEstimator
 from enigma.ope.heads import DiceHeads
 from enigma.ope.tabular import reference_problem, target_actions, write_jsonl
-from enigma.ope.trainer import _Features, _final_run
+from enigma.ope.features import Features
+from enigma.ope.trainer import final_run
 
 
 @pytest.fixture(scope="module")
@@ -56,14 +57,14 @@ def test_the_final_pass_guards_the_weights_it_reports(problem, raw, says):
     data = dice_data(paired)
     encoder = OneHotPairEncoder()
     prepared = encoder.prepare(paired.dialogues, max(d.n_agent_turns for d in paired.dialogues))
-    feats = _Features(encoder, prepared, len(paired.dialogues), torch.device("cpu"), cfg)
+    feats = Features(encoder, prepared, len(paired.dialogues), torch.device("cpu"), cfg)
     heads = DiceHeads(feats.dim, 0, cfg.tmax)
     with torch.no_grad():
         heads.zeta_net[-1].weight.zero_()
         heads.zeta_net[-1].bias.fill_(raw)
         heads.zeta_pad_raw.fill_(raw)
     with pytest.raises(DiceDivergence, match=f"final pass: .*{says}"):
-        _final_run(heads, feats, data, cfg, 1, [])
+        final_run(heads, feats, data, cfg, 1, [])
 
 
 def test_a_diverged_run_is_one_line_and_exit_2_from_the_command(tmp_path, problem):
@@ -71,7 +72,7 @@ def test_a_diverged_run_is_one_line_and_exit_2_from_the_command(tmp_path, proble
     write_jsonl(store, tmp_path / "logs.jsonl")
     assert CliRunner().invoke(app, ["ingest", "jsonl", str(tmp_path / "logs.jsonl"), "--out", str(tmp_path / "store"),
                                     "--scale", "match=0:1", "--scale", "short=0:1", "--no-progress"]).exit_code == 0
-    (tmp_path / "params.yaml").write_text("dice:\n  preset: exact_nu\n  tmax: 3\n  zeta_explode: 0.5\n")
+    (tmp_path / "params.yaml").write_text("estimators:\n  enigma:\n    dice: {preset: exact_nu, tmax: 3, zeta_explode: 0.5}\n")
     r = CliRunner().invoke(app, ["estimate", "--experience", str(tmp_path / "store"), "--target", "t=python:enigma.ope.tabular:soft",
                                  "--encoder", "onehot", "--out", str(tmp_path / "out"), "--params", str(tmp_path / "params.yaml"),
                                  "--cache-dir", str(tmp_path / "cache"), "-q"])

@@ -98,7 +98,7 @@ def test_presets_validate_and_unknown_names_are_rejected():
 
 
 def test_stopping_rule_needs_a_full_stable_window():
-    from enigma.ope.trainer import converged
+    from enigma.ope.gda import converged
 
     cfg = DiceConfig.preset("default", stop_window=200, stop_slot_tol=0.03, stop_estimate_tol=0.002)
 

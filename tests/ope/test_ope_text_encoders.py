@@ -42,8 +42,9 @@ def test_finetune_encoder_trains_with_the_heads():
     cfg = DiceConfig.preset("default", encoder="finetune", head_hidden=8, tmax=3, steps=6, batch_size=8,
                             log_every=3, average_last=0.5, device="cpu")
     est = EnigmaEstimator(cfg, encoder=encoder, progress=False)
-    out = est.estimate(store, HeldOutAgent("t", target_actions=ta))
+    full = est.estimate_full(store, HeldOutAgent("t", target_actions=ta))
+    out = full.to_estimate().estimates
     assert set(out) == {"match", "short"} and all(np.isfinite(v) for v in out.values())
     changed = [k for k, v in encoder.state_dict().items() if v.is_floating_point() and not torch.equal(v, before[k])]
     assert changed, "the fine-tuned encoder should receive gradient"
-    assert [r["step"] for r in est.last_result.curves["all"]] == [3, 6]
+    assert [r["step"] for r in full.curves["all"]] == [3, 6]

@@ -51,35 +51,34 @@ def build_store(n_agents: int = 5, per_agent: int = 6) -> ExperienceStore:
     return ExperienceStore(d, t)
 
 
+TINY_ESTIMATORS = ["enigma", "python:enigma.comparators.baselines:ReplyLength", "experience-mean"]
+
+
 @pytest.fixture
 def workspace(tmp_path: Path) -> dict:
-    """A store, a params file and paths, all under tmp_path."""
-    store_dir = tmp_path / "store"
-    build_store().write(store_dir)
+    """A rated store (the raw input of benchmark ``tiny``, ingested by its store stage), a
+    params file whose every path is under tmp_path, and the benchmark's paths."""
+    raw = tmp_path / "raw-store"
+    build_store().write(raw)
     params = {
         "sample": {"cache_dir": str(tmp_path / "sample-cache")},
-        "report": {"plots": False, "bootstrap_resamples": 50},
+        "report": {"plots": False, "bootstrap_resamples": 50, "out_dir": str(tmp_path / "reports")},
         # Real ENIGMA, sized for a test: one-hot encoder, a short run.
-        "dice": {"encoder": "onehot", "steps": 60, "log_every": 20},
-        "pipeline": {
-            "runner": "threads",
-            "max_workers": 2,
-            "retries": 0,
-            "benchmarks": {
-                "tiny": {
-                    "source": "existing",
-                    "store": str(store_dir),
-                    "agent_spec": AGENT_SPEC,
-                    "targets_dir": str(tmp_path / "targets"),
-                    "results_dir": str(tmp_path / "results"),
-                    "report_dir": str(tmp_path / "report"),
-                    "estimators": ["enigma", "python:enigma.comparators.baselines:ReplyLength", "experience-mean"],
-                }
-            },
+        "estimators": {"enigma": {"dice": {"encoder": "onehot", "steps": 60, "log_every": 20}}},
+        "pipeline": {"data_dir": str(tmp_path / "data"), "runner": "threads", "max_workers": 2, "retries": 0},
+        "benchmarks": {
+            "tiny": {
+                "source": {"ingest": "parquet", "path": str(raw)},
+                "rollouts": None,
+                "agent_spec": AGENT_SPEC,
+                "estimators": list(TINY_ESTIMATORS),
+                "full_estimators": [],
+                "note": None,
+            }
         },
         "nightly": {
             "registry": str(tmp_path / "agents.yaml"),
-            "store": str(store_dir),
+            "store": str(raw),
             "seen": str(tmp_path / "nightly" / "seen.json"),
             "work_dir": str(tmp_path / "nightly"),
             "report_dir": str(tmp_path / "nightly-reports"),
@@ -93,4 +92,10 @@ def workspace(tmp_path: Path) -> dict:
     }
     params_path = tmp_path / "params.yaml"
     params_path.write_text(yaml.safe_dump(params))
-    return {"root": tmp_path, "store": store_dir, "params": str(params_path), "cfg": params}
+    return {"root": tmp_path, "store": raw, "params": str(params_path), "cfg": params,
+            "data": tmp_path / "data" / "tiny", "report": tmp_path / "reports" / "tiny"}
+
+
+def write_params(workspace: dict) -> None:
+    """Save ``workspace["cfg"]`` after a test changed it."""
+    Path(workspace["params"]).write_text(yaml.safe_dump(workspace["cfg"]))

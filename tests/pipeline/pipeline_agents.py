@@ -60,7 +60,12 @@ class FailsOnA2:
 
         self.regimes = frozenset({Regime.NONE})
 
+    def fingerprint(self):
+        return "fails-on-a2"
+
     def estimate(self, experience, target):
+        from enigma.contracts import EstimateResult
+
         if target.agent_id == "a2":
             raise RuntimeError("diverged at step 400")
-        return {r: 0.1 * len(experience.agents()) for r in experience.rating_names}
+        return EstimateResult({r: 0.1 * len(experience.agents()) for r in experience.rating_names})

@@ -4,13 +4,18 @@ import json
 from pathlib import Path
 
 import pytest
-import yaml
 
+from enigma.params import Params
 from flows.evaluate import evaluate, main
 from flows.runners import make_task_runner
+from tests.pipeline.conftest import write_params
 
 REPLY_LENGTH = "reply-length[replies-at-logged-states]"
 REPLY_LENGTH_SPEC = "python:enigma.comparators.baselines:ReplyLength"
+
+
+def _runner(workspace, kind=None):
+    return make_task_runner(Params.load(workspace["params"]).pipeline, kind)
 
 
 def _check_summary(path: str, with_enigma: bool = True) -> dict:
@@ -28,19 +33,19 @@ def _check_summary(path: str, with_enigma: bool = True) -> dict:
 # slow: whole Prefect flow runs (about 10-40 s on 2 busy cores); CI runs them
 @pytest.mark.slow
 def test_evaluate_threads_reports_tracks_and_reuses_results(workspace):
-    out = evaluate.with_options(task_runner=make_task_runner(workspace["params"]))("tiny", workspace["params"])
+    out = evaluate.with_options(task_runner=_runner(workspace))("tiny", workspace["params"])
     _check_summary(out["summary_json"])
     assert Path(out["report_html"]).is_file()
     assert len(out["mlflow"]["children"]) == 15  # 3 estimators x 5 held-out agents
     # ENIGMA's heads were logged as models and the best registered.
     assert out["mlflow"]["registered"] == "enigma-dice-heads/1"
 
-    results = Path(workspace["cfg"]["pipeline"]["benchmarks"]["tiny"]["results_dir"])
+    results = workspace["data"] / "results"
     files = sorted(results.glob("*/*.json"))
     assert len(files) == 15
     assert len(list(results.glob("enigma/*.heads.pt"))) == 5
     stamps = {f: f.stat().st_mtime_ns for f in files}
-    again = evaluate.with_options(task_runner=make_task_runner(workspace["params"]))(
+    again = evaluate.with_options(task_runner=_runner(workspace))(
         "tiny", workspace["params"], track=False
     )
     _check_summary(again["summary_json"])
@@ -50,7 +55,7 @@ def test_evaluate_threads_reports_tracks_and_reuses_results(workspace):
 def test_evaluate_cli_unknown_benchmark(workspace):
     from enigma.params import ParamsError
 
-    with pytest.raises(ParamsError, match="pipeline.benchmarks has no benchmark 'nope'"):
+    with pytest.raises(ParamsError, match="benchmarks has no benchmark 'nope'"):
         main(["nope", "--params", workspace["params"], "--no-track"])
 
 
@@ -59,10 +64,9 @@ def test_evaluate_cli_unknown_benchmark(workspace):
 def test_evaluate_on_local_dask_cluster(workspace):
     # The comparators only: each Dask worker is a fresh process, and importing torch and
     # training ENIGMA there again would only slow this test down without testing more.
-    cfg = workspace["cfg"]
-    cfg["pipeline"]["benchmarks"]["tiny"]["estimators"] = [REPLY_LENGTH_SPEC, "experience-mean"]
-    Path(workspace["params"]).write_text(yaml.safe_dump(cfg))
-    runner = make_task_runner(workspace["params"], "dask")
+    workspace["cfg"]["benchmarks"]["tiny"]["estimators"] = [REPLY_LENGTH_SPEC, "experience-mean"]
+    write_params(workspace)
+    runner = _runner(workspace, "dask")
     out = evaluate.with_options(task_runner=runner)("tiny", workspace["params"], track=False)
     _check_summary(out["summary_json"], with_enigma=False)
 
@@ -72,12 +76,10 @@ def test_evaluate_on_local_dask_cluster(workspace):
 def test_evaluate_makes_learned_customer_rollouts_for_the_own_rollout_estimators(workspace):
     from enigma.store.experience import ExperienceStore
 
-    cfg = workspace["cfg"]
-    b = cfg["pipeline"]["benchmarks"]["tiny"]
-    b.update(rollouts=str(Path(b["store"]).parent / "rollouts"), learned_customer={"similarity": "words", "episodes": 3},
-             estimators=["reply-length-rollouts"])
-    Path(workspace["params"]).write_text(yaml.safe_dump(cfg))
-    out = evaluate.with_options(task_runner=make_task_runner(workspace["params"]))("tiny", workspace["params"], track=False)
-    assert ExperienceStore.open(b["rollouts"]).dialogues.num_rows == 15  # 3 per agent
+    workspace["cfg"]["benchmarks"]["tiny"].update(rollouts={"learned_customer": {"similarity": "words", "episodes": 3}},
+                                                  estimators=["reply-length-rollouts"])
+    write_params(workspace)
+    out = evaluate.with_options(task_runner=_runner(workspace))("tiny", workspace["params"], track=False)
+    assert ExperienceStore.open(workspace["data"] / "rollouts").dialogues.num_rows == 15  # 3 per agent
     s = json.loads(Path(out["summary_json"]).read_text())
     assert s["estimators"]["reply-length[own-rollouts]"]["regime"] == ["own-rollouts"] and s["n_agents"] == 5

@@ -1,89 +1,138 @@
+"""The stage layer (``enigma.pipeline``) through ``enigma stage <stage> <benchmark>``, the command
+dvc.yaml runs, on a tiny benchmark."""
+
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-import yaml
+from typer.testing import CliRunner
 
-from flows.stages import main
+from enigma.cli import app
+from tests.pipeline.conftest import write_params
 
 REPLY_LENGTH = "reply-length[replies-at-logged-states]"
 
 
-def test_dvc_stage_commands_sample_train_report(workspace, capsys):
+def stage(workspace, *args: str):
+    return CliRunner().invoke(app, ["stage", *args, "--params", workspace["params"], "--no-progress"])
+
+
+def _ok(result):
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def test_store_sample_train_report_track(workspace):
     cfg = workspace["cfg"]
-    b = cfg["pipeline"]["benchmarks"]["tiny"]
+    b = cfg["benchmarks"]["tiny"]
     b["estimators"] = ["python:enigma.comparators.baselines:ReplyLength", "experience-mean",
                        "python:tests.pipeline.pipeline_agents:FailsOnA2"]
     b["note"] = "agents stood in for by test doubles"
-    Path(workspace["params"]).write_text(yaml.safe_dump(cfg))
-    args = ["tiny", "--params", workspace["params"]]
+    write_params(workspace)
+    data = workspace["data"]
 
-    assert main(["sample", *args]) == 0
-    assert sorted(p.name for p in Path(b["targets_dir"]).iterdir()) == [f"a{k}.parquet" for k in range(1, 6)]
-    assert main(["train", *args]) == 0
-    assert "1 (estimator, agent) run(s) failed" in capsys.readouterr().out
-    assert main(["report", *args]) == 0
-    assert "MLflow: parent run" in capsys.readouterr().out
-    s = json.loads((Path(b["report_dir"]) / "summary.json").read_text())
+    _ok(stage(workspace, "store", "tiny"))
+    # the store stage writes the truth too: each agent's own mean rating (human-data truth)
+    import pandas as pd
+
+    truth = pd.read_parquet(data / "truth.parquet")
+    assert sorted(truth.agent_id) == [f"a{k}" for k in range(1, 6)] and set(truth.rating) == {"reward"}
+    _ok(stage(workspace, "rollouts", "tiny"))
+    _ok(stage(workspace, "sample", "tiny"))
+    assert sorted(p.name for p in (data / "targets").iterdir()) == [f"a{k}.parquet" for k in range(1, 6)]
+    out = _ok(stage(workspace, "train", "tiny"))
+    assert "1 (estimator, agent) run(s) failed" in out
+    out = _ok(stage(workspace, "report", "tiny"))
+    assert "MLflow: parent run" in out
+    s = json.loads((workspace["report"] / "summary.json").read_text())
     assert s["note"] == "agents stood in for by test doubles"
     assert s["estimators"][REPLY_LENGTH]["reward"]["pearson"] > 0.9
+    assert s["estimators"][REPLY_LENGTH]["labels"] == {"replies-at-logged-states": "agents stood in for by test doubles"}
     assert s["errors"] == [{"estimator": "fails-on-a2", "agent_id": "a2", "error": "RuntimeError: diverged at step 400"}]
 
 
-def test_stage_errors_are_one_line(workspace, capsys):
-    assert main(["train", "nope", "--params", workspace["params"]]) == 2
-    assert "pipeline.benchmarks has no benchmark 'nope'" in capsys.readouterr().err
+def test_stage_errors_are_one_line(workspace):
+    r = stage(workspace, "train", "nope")
+    assert r.exit_code == 2 and "benchmarks has no benchmark 'nope'" in r.output
+    r = stage(workspace, "fly", "tiny")
+    assert r.exit_code == 2 and "unknown stage 'fly'" in r.output
     # training before sampling: the missing file is named
-    cfg = workspace["cfg"]
-    cfg["pipeline"]["benchmarks"]["tiny"]["estimators"] = ["python:enigma.comparators.baselines:ReplyLength"]
-    Path(workspace["params"]).write_text(yaml.safe_dump(cfg))
-    assert main(["train", "tiny", "--params", workspace["params"]]) == 2
-    assert "a1.parquet: target actions of a1 missing" in capsys.readouterr().err
+    workspace["cfg"]["benchmarks"]["tiny"]["estimators"] = ["python:enigma.comparators.baselines:ReplyLength"]
+    write_params(workspace)
+    _ok(stage(workspace, "store", "tiny"))
+    _ok(stage(workspace, "rollouts", "tiny"))
+    r = stage(workspace, "train", "tiny")
+    assert r.exit_code == 2 and "a1.parquet: target actions of a1 missing" in r.output and "Traceback" not in r.output
+    # an estimator that needs rollouts on a benchmark without them: said once, before any work
+    workspace["cfg"]["benchmarks"]["tiny"]["estimators"] = ["reply-length-rollouts"]
+    write_params(workspace)
+    r = stage(workspace, "train", "tiny")
+    assert r.exit_code == 2 and "reply-length[own-rollouts] needs the agents' rollouts" in r.output
+    # a params.yaml of the earlier shape says where its sections went
+    Path(workspace["params"]).write_text("dice:\n  steps: 5\n")
+    r = stage(workspace, "train", "tiny")
+    assert r.exit_code == 2 and "section 'dice' is from an earlier params.yaml" in r.output
 
 
-def test_rollouts_stage_feeds_the_own_rollout_estimators_and_full_adds_the_slow_ones(workspace, capsys):
+def test_learned_customer_rollouts_feed_the_own_rollout_estimators_and_full_adds_the_slow_ones(workspace):
     from enigma.store.experience import ExperienceStore
 
-    cfg = workspace["cfg"]
-    b = cfg["pipeline"]["benchmarks"]["tiny"]
-    rollouts_dir = str(Path(b["store"]).parent / "rollouts")
-    full = {"estimators": ["experience-mean", "see-question-rate-rollouts"],
-            "results_dir": str(workspace["root"] / "results_full"), "report_dir": str(workspace["root"] / "report_full")}
-    b.update(rollouts=rollouts_dir, learned_customer={"similarity": "words", "episodes": 4},
-             estimators=["reply-length-rollouts"], full=full)
-    Path(workspace["params"]).write_text(yaml.safe_dump(cfg))
-    args = ["tiny", "--params", workspace["params"]]
+    b = workspace["cfg"]["benchmarks"]["tiny"]
+    b.update(rollouts={"learned_customer": {"similarity": "words", "episodes": 4}}, estimators=["reply-length-rollouts"],
+             full_estimators=["experience-mean", "see-question-rate-rollouts"])
+    write_params(workspace)
+    data = workspace["data"]
 
-    assert main(["rollouts", *args]) == 0
-    r = ExperienceStore.open(rollouts_dir)
+    _ok(stage(workspace, "store", "tiny"))
+    _ok(stage(workspace, "rollouts", "tiny"))
+    r = ExperienceStore.open(data / "rollouts")
     assert r.agents() == [f"a{k}" for k in range(1, 6)] and r.dialogues.num_rows == 20
     for agent, meta in zip(r.dialogues.column("agent_id").to_pylist(), r.dialogues.column("meta").to_pylist()):
         assert json.loads(meta)["customer_agent"] != agent  # its own logged customers are never replayed
-    assert main(["train", *args]) == 0
-    assert sorted(p.name for p in Path(b["results_dir"]).iterdir()) == ["reply-length%5Bown-rollouts%5D"]
+    _ok(stage(workspace, "sample", "tiny"))
+    assert list((data / "targets").iterdir()) == []  # no estimator scores from the agents' replies
+    _ok(stage(workspace, "train", "tiny"))
+    assert sorted(p.name for p in (data / "results").iterdir()) == ["reply-length%5Bown-rollouts%5D"]
     # the slow estimators write their own results (a DVC output of their own), two at a time
-    assert main(["train", *args, "--full"]) == 0
-    assert "2 estimators x 5 agents, 2 at a time" in capsys.readouterr().out
-    assert sorted(p.name for p in Path(b["results_dir"]).iterdir()) == ["reply-length%5Bown-rollouts%5D"]
-    assert len(list(Path(full["results_dir"]).glob("*/*.json"))) == 10
-    assert main(["report", *args, "--no-track"]) == 0
-    s = json.loads((Path(b["report_dir"]) / "summary.json").read_text())
+    out = _ok(stage(workspace, "train", "tiny", "--full"))
+    assert "2 estimators x 5 agents, 2 at a time" in out
+    assert sorted(p.name for p in (data / "results").iterdir()) == ["reply-length%5Bown-rollouts%5D"]
+    assert len(list((data / "results_full").glob("*/*.json"))) == 10
+    _ok(stage(workspace, "report", "tiny", "--no-track"))
+    s = json.loads((workspace["report"] / "summary.json").read_text())
     assert sorted(s["estimators"]) == ["reply-length[own-rollouts]"]
     # the full report: every estimator side by side
-    assert main(["report", *args, "--no-track", "--full"]) == 0
-    s = json.loads((Path(full["report_dir"]) / "summary.json").read_text())
+    _ok(stage(workspace, "report", "tiny", "--full", "--no-track"))
+    s = json.loads((workspace["root"] / "reports" / "tiny_full" / "summary.json").read_text())
     assert sorted(s["estimators"]) == ["experience-mean", "reply-length[own-rollouts]", "see-features:question_rate[own-rollouts]"]
     assert s["estimators"]["reply-length[own-rollouts]"]["regime"] == ["own-rollouts"]
     assert s["n_agents"] == 5
 
 
-def test_rollouts_stage_needs_its_settings(workspace, capsys):
-    assert main(["rollouts", "tiny", "--params", workspace["params"]]) == 2
-    assert "needs both 'rollouts' (where to write) and 'learned_customer'" in capsys.readouterr().err
+def test_without_full_estimators_the_full_stages_give_the_main_report(workspace):
+    workspace["cfg"]["benchmarks"]["tiny"]["estimators"] = ["experience-mean", "python:enigma.comparators.baselines:ReplyLength"]
+    write_params(workspace)
+    for s in ("store", "rollouts", "sample", "train"):
+        _ok(stage(workspace, s, "tiny"))
+    _ok(stage(workspace, "train", "tiny", "--full"))
+    assert (workspace["data"] / "results_full").is_dir() and not any((workspace["data"] / "results_full").iterdir())
+    _ok(stage(workspace, "report", "tiny", "--no-track"))
+    _ok(stage(workspace, "report", "tiny", "--full", "--no-track"))
+    main = json.loads((workspace["report"] / "summary.json").read_text())
+    full = json.loads((workspace["root"] / "reports" / "tiny_full" / "summary.json").read_text())
+    assert full["estimators"] == main["estimators"] and full["benchmark"] == "tiny"
 
 
-def test_full_stages_need_a_full_section(workspace, capsys):
-    for stage in ("train", "report"):
-        assert main([stage, "tiny", "--params", workspace["params"], "--full"]) == 2
-        assert "pipeline.benchmarks.tiny has no 'full' section" in capsys.readouterr().err
+def test_a_result_file_of_an_estimator_no_longer_listed_is_not_reported(workspace):
+    for s in ("store", "rollouts", "sample"):
+        _ok(stage(workspace, s, "tiny"))
+    workspace["cfg"]["benchmarks"]["tiny"]["estimators"] = ["experience-mean", "python:enigma.comparators.baselines:ReplyLength"]
+    write_params(workspace)
+    _ok(stage(workspace, "train", "tiny"))
+    workspace["cfg"]["benchmarks"]["tiny"]["estimators"] = ["experience-mean"]
+    write_params(workspace)
+    _ok(stage(workspace, "report", "tiny", "--no-track"))
+    s = json.loads((workspace["report"] / "summary.json").read_text())
+    assert sorted(s["estimators"]) == ["experience-mean"]  # the reply-length files stay on disk, unreported
+    assert (workspace["data"] / "results" / "reply-length%5Breplies-at-logged-states%5D").is_dir()

@@ -20,7 +20,7 @@ AGENTS = ["expert", "worst"]
 
 
 def _small(**kw) -> SimulateConfig:
-    base = dict(preset="airline24", seed=5, dialogues_per_agent=6, truth_rollouts=40, max_stderr=1.0, progress=False)
+    base = dict(preset="airline24", seed=5, dialogues_per_agent=6, truth_rollouts=40, max_stderr=1.0)
     return SimulateConfig(**{**base, **kw})
 
 
@@ -102,9 +102,9 @@ def test_cli_simulate(tmp_path):
     from enigma.cli import app
 
     params = tmp_path / "params.yaml"
-    params.write_text("simulate:\n  dialogues_per_agent: 3\n  truth_rollouts: 20\n  max_stderr: 1.0\n  progress: false\n")
+    params.write_text("simulate:\n  dialogues_per_agent: 3\n  truth_rollouts: 20\n  max_stderr: 1.0\n")
     res = CliRunner().invoke(app, ["simulate", "--preset", "rule6", "--out", str(tmp_path / "o"), "--seed", "1",
-                                   "--params", str(params)])  # fmt: skip
+                                   "--params", str(params), "--no-progress"])  # fmt: skip
     assert res.exit_code == 0, res.output
     assert ExperienceStore.open(tmp_path / "o").agents() == sorted(preset_agents("rule6"))
     bad = CliRunner().invoke(app, ["simulate", "--preset", "nope", "--out", str(tmp_path / "x"), "--params", str(params)])
@@ -113,7 +113,7 @@ def test_cli_simulate(tmp_path):
 
 @pytest.mark.slow
 def test_default_preset_truth_meets_the_issue(tmp_path):
-    summary = generate(SimulateConfig(progress=False, dialogues_per_agent=5), tmp_path)
+    summary = generate(SimulateConfig(dialogues_per_agent=5), tmp_path)
     assert summary["n_agents"] >= 24
     assert summary["max_stderr"] <= 0.01
     assert summary["reward_max"] - summary["reward_min"] >= 0.6
@@ -193,7 +193,7 @@ def test_byte_identical_across_processes_with_different_hash_seeds(tmp_path):
     import sys
 
     code = ("import sys; from enigma.sim.generate import SimulateConfig, generate; "
-            "generate(SimulateConfig(seed=9, dialogues_per_agent=4, truth_rollouts=10, max_stderr=1.0, progress=False), "
+            "generate(SimulateConfig(seed=9, dialogues_per_agent=4, truth_rollouts=10, max_stderr=1.0), "
             "sys.argv[1], agents=['expert', 'intent_confused'])")  # fmt: skip
     for name, hash_seed in (("p1", "1"), ("p2", "2")):
         env = {**os.environ, "PYTHONHASHSEED": hash_seed}
@@ -203,7 +203,7 @@ def test_byte_identical_across_processes_with_different_hash_seeds(tmp_path):
 
 @pytest.mark.slow
 def test_rule6_truth_falls_with_intent_noise(tmp_path):
-    generate(SimulateConfig(preset="rule6", progress=False, dialogues_per_agent=2), tmp_path)
+    generate(SimulateConfig(preset="rule6", dialogues_per_agent=2), tmp_path)
     truth = pq.read_table(tmp_path / TRUTH_FILE).to_pylist()
     rewards = [t["value"] for t in truth if t["rating"] == "reward"]  # agents in noise order 0 .. 1
     assert rewards[0] == pytest.approx(1.0)

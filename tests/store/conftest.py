@@ -11,7 +11,7 @@ from enigma.store.config import IngestConfig, RatingScale, SourceSpec
 @pytest.fixture
 def config() -> IngestConfig:
     spec = SourceSpec(ratings={"overall": RatingScale(min=1, max=5), "fun": RatingScale(min=0, max=1)})
-    return IngestConfig(max_text_chars=1000, min_dialogues_per_agent=2, progress=False, sources={"jsonl": spec})
+    return IngestConfig(max_text_chars=1000, min_dialogues_per_agent=2, sources={"jsonl": spec})
 
 
 @pytest.fixture

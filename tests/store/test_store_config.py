@@ -3,7 +3,8 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from enigma.store.config import IngestConfig, RatingScale, SourceSpec, load_ingest_config, parse_scale_option
+from enigma.params import Params
+from enigma.store.config import IngestConfig, RatingScale, SourceSpec, parse_scale_option
 
 
 def test_minmax_and_divide_normalisation():
@@ -41,7 +42,7 @@ def test_parse_scale_option():
 
 
 def test_repo_params_declare_see2019_as_in_the_paper():
-    cfg = load_ingest_config("params.yaml")
+    cfg = Params.load("params.yaml").ingest
     see = cfg.source("see2019")
     assert len(see.ratings) == 9 and see.derived_mean["reward"] == list(see.ratings)
     assert all(s.normalise == "divide" and s.divisor == 4 for s in see.ratings.values())

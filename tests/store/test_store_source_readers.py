@@ -7,7 +7,7 @@ import json
 import pytest
 from store_fixtures import nested
 
-from enigma.store.config import load_ingest_config
+from enigma.params import Params
 from enigma.store.experience import ExperienceStore
 from enigma.store.readers import read
 from enigma.store.readers.base import IngestError
@@ -18,9 +18,7 @@ RATINGS = {"enjoy": 3, "interest": 2, "listen": 4, "turing": 1, "avoid_rep": 3, 
 
 @pytest.fixture
 def cfg():
-    c = load_ingest_config("params.yaml")
-    c.progress = False
-    return c
+    return Params.load("params.yaml").ingest
 
 
 def see_record(aid: str, bot_first: bool = True, **changes) -> dict:
@@ -75,7 +73,7 @@ def test_see2019_without_declared_scales_is_fatal(tmp_path):
     from enigma.store.config import IngestConfig
 
     with pytest.raises(IngestError, match="no rating scales declared for source 'see2019'"):
-        read("see2019", f, IngestConfig(progress=False))
+        read("see2019", f, IngestConfig())
 
 
 def test_selfplay_sides_and_broken_chats(tmp_path, cfg):

@@ -23,6 +23,7 @@ COMMAND_MODULES = [
     "estimate",
     "simulate",
     "encode",
+    "stage",
 ]
 
 for _name in COMMAND_MODULES:

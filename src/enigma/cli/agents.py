@@ -42,11 +42,10 @@ def register(app: typer.Typer) -> None:
         """Expose an agent as an OpenAI-compatible /v1/chat/completions endpoint."""
         from enigma.agents import load_agent
         from enigma.agents.apikey import read_api_key
-        from enigma.agents.config import ServeSettings
         from enigma.agents.server import serve
 
-        cfg = _config(params)
-        serve_cfg = _section(ServeSettings, "serve", params)
+        p = _params(params)
+        cfg, serve_cfg = p.sample, p.serve
         api_key = None
         if api_key_env:
             api_key = read_api_key(api_key_env).get()
@@ -71,7 +70,7 @@ def register(app: typer.Typer) -> None:
         """Sample the target agent's replies at every logged agent turn of a store (cached, resumable)."""
         from enigma.sampling import run_sampling
 
-        cfg = _config(params)
+        cfg = _params(params).sample
         n = n_samples if n_samples is not None else cfg.n_samples
         s = seed if seed is not None else cfg.seed
         options = dict(cfg.run_options(), n_samples=n, seed=s, cache_dir=cache_dir or cfg.cache_dir)
@@ -90,15 +89,7 @@ def register(app: typer.Typer) -> None:
         typer.echo(json.dumps(summary))
 
 
-def _config(params: Path):
-    from enigma.sampling.config import SampleConfig
+def _params(params: Path):
+    from enigma.params import Params
 
-    return _section(SampleConfig, "sample", params)
-
-
-def _section(model, name: str, params: Path):
-    from enigma.params import section
-
-    if not params.is_file():  # the CLI works outside a project too, on defaults
-        return model()
-    return section(model, name, params)
+    return Params.load(params, missing="defaults")  # the CLI works outside a project too, on defaults

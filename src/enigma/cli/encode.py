@@ -43,25 +43,20 @@ def encode_command(
     """Encode every utterance of a store and every sampled target reply not cached yet, so a
     leave-one-agent-out study only looks vectors up. Safe to interrupt and rerun."""
     _register_errors()
-    from enigma.encoders.config import CacheConfig, EncodeConfig
+    from enigma.encoders.config import CacheConfig
     from enigma.encoders.warm import warm_cache
+    from enigma.params import Params
     from enigma.store.experience import ExperienceStore
 
     if experience is None and not targets:
         raise ValueError("nothing to encode: give --experience and/or --targets")
-    if params.is_file():
-        cfg = EncodeConfig.load(params)
-    elif params == Path("params.yaml"):  # outside a project checkout: the built-in defaults
-        cfg = EncodeConfig()
-    else:
-        raise FileNotFoundError(f"{params}: parameters file not found")
-    updates = {"progress": cfg.cache.progress and progress}
+    # outside a project checkout (no ./params.yaml): the built-in defaults
+    cfg = Params.load(params, missing="defaults" if params == Path("params.yaml") else "error").encode
     if cache_dir is not None:
-        updates["cache_dir"] = str(cache_dir)
-    cfg = cfg.model_copy(update={"cache": CacheConfig(**{**cfg.cache.model_dump(), **updates})})
+        cfg = cfg.model_copy(update={"cache": CacheConfig(**{**cfg.cache.model_dump(), "cache_dir": str(cache_dir)})})
     store = ExperienceStore.open(experience) if experience is not None else None
-    tables = [(str(p), _read_targets(p)) for p in targets]
-    stats = warm_cache(cfg.embedding_cache(model), store, tables)
+    tables = [(str(t), _read_targets(t)) for t in targets]
+    stats = warm_cache(cfg.embedding_cache(model, progress=progress), store, tables)
     typer.echo(json.dumps(stats.as_dict()))
 
 

@@ -1,9 +1,12 @@
 """``enigma estimate``: ENIGMA estimates of one or more target agents from an experience store.
 
-Writes ``<out>/estimates.json`` (``{"targets": {name: {rating: {estimate, unnormalised, ess}}},
-"converged": {name: true | false | null}, "diagnostics": {name: ...}}``), one learning-curve CSV
-per target under ``<out>/curves/`` and one result file per target under ``<out>/targets/``; a
-rerun with the same settings reuses the finished targets (so an interrupted run resumes).
+Each target is scored as a held-out agent of the benchmarks is (``evaluate_one``): the store
+without the target's own rated dialogues (if it has any under that name) and without
+``--exclude-agents``. Writes ``<out>/estimates.json`` (``{"targets": {name: {rating: {estimate,
+unnormalised, ess}}}, "converged": {name: true | false | null}, "diagnostics": {name: ...}}``)
+and, per target, the runner's result file with its learning curve and trained heads beside it
+(``<out>/results/<estimator>/<name>.json``, ``.curve.parquet``, ``.heads.pt``); a rerun with the
+same data and settings reuses a finished target (so an interrupted run resumes).
 
 An estimate whose solver did not converge is written, flagged ``converged: false``, shown as NOT
 CONVERGED, and the command exits 3: such a number is never reported silently. A run that
@@ -13,7 +16,6 @@ one line that says why.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 from typing import List, Optional
@@ -63,13 +65,16 @@ def run_estimate(
     cache_dir: Path | None = None,
     progress: bool = True,
 ) -> dict:
-    """Estimate every target; ``n_samples``, ``seed`` and ``cache_dir`` override the ``sample``
-    section (``cache_dir`` holds ``samples/`` and ``embeddings/``)."""
+    """Estimate every target with the ``enigma`` entry of params' estimators; ``n_samples``,
+    ``seed`` and ``cache_dir`` override the ``sample`` section (``cache_dir`` holds ``samples/``
+    and ``embeddings/``)."""
     import pyarrow.parquet as pq
 
-    from enigma.contracts import HeldOutAgent
-    from enigma.ope import DiceConfig, EnigmaEstimator
-    from enigma.params import ParamsError, load_params
+    from enigma.estimators import dice_config
+    from enigma.evaluation.heldout import experience_without
+    from enigma.ope import EnigmaEstimator
+    from enigma.params import Params, ParamsError
+    from enigma.pipeline.score import score_agent
     from enigma.store.experience import ExperienceStore
 
     both = set(targets) & set(target_actions)
@@ -77,15 +82,14 @@ def run_estimate(
         raise ValueError(f"target {sorted(both)[0]!r} given both as --target and --target-actions")
     if not targets and not target_actions:
         raise ValueError("no target: give --target NAME=SPEC or --target-actions NAME=FILE")
-    section = dict((load_params(params).get("dice") or {}) if params.is_file() else {})
-    if preset:
-        section["preset"] = preset
-    if encoder:
-        section["encoder"] = encoder
-    try:
-        cfg = DiceConfig.from_section(section)
-    except ValueError as exc:
-        raise ParamsError(f"{params}: section 'dice': {exc}") from exc
+    p = Params.load(params, missing="defaults")
+    entry = p.estimators.get("enigma")
+    if entry is None:
+        raise ParamsError(f"{params}: estimators has no entry 'enigma' (the estimator enigma estimate runs)")
+    overrides = {k: v for k, v in (("preset", preset), ("encoder", encoder)) if v}
+    if overrides:
+        p = p.model_copy(update={"estimators": {**p.estimators, "enigma": entry.model_copy(update={"dice": {**entry.dice, **overrides}})}})
+    cfg = dice_config("enigma", p)
     if cfg.torch_threads:
         import torch
 
@@ -100,45 +104,19 @@ def run_estimate(
     unknown = excluded - set(store.agents())
     if unknown:
         raise ValueError(f"--exclude-agents: {sorted(unknown)} not agents of {experience} (have {store.agents()})")
-    all_params = load_params(params) if params.is_file() else {}
-    from enigma.sampling.config import SampleConfig
-
-    try:
-        sample_cfg = SampleConfig.model_validate(all_params.get("sample") or {})
-    except ValueError as exc:
-        raise ParamsError(f"{params}: section 'sample': {exc}") from exc
     overrides = {"n_samples": n_samples, "seed": seed, "cache_dir": str(cache_dir / "samples") if cache_dir else None}
-    sample_cfg = sample_cfg.model_copy(update={k: v for k, v in overrides.items() if v is not None})
+    sample_cfg = p.sample.model_copy(update={k: v for k, v in overrides.items() if v is not None})
     # Embeddings live where the encode stage keeps them, so a study re-encodes nothing.
-    embed_dir = cache_dir / "embeddings" if cache_dir else ((all_params.get("encode") or {}).get("cache") or {}).get("cache_dir")
-    from enigma.encoders.config import EncodeConfig
-
-    try:
-        encode = EncodeConfig.model_validate(all_params.get("encode") or {})
-    except ValueError as exc:
-        raise ParamsError(f"{params}: section 'encode': {exc}") from exc
-    estimator = EnigmaEstimator(cfg, cache_dir=embed_dir, encode=encode, progress=progress)
-    settings_hash = hashlib.blake2b(
-        json.dumps([estimator.fingerprint(), str(experience.resolve()), sorted(excluded), sample_cfg.n_samples, sample_cfg.seed],
-                   sort_keys=True).encode(),
-        digest_size=8,
-    ).hexdigest()
-    (out / "targets").mkdir(parents=True, exist_ok=True)
-    (out / "curves").mkdir(parents=True, exist_ok=True)
+    embed_dir = cache_dir / "embeddings" if cache_dir else None
+    estimator = EnigmaEstimator(cfg, cache_dir=embed_dir, encode=p.encode, progress=progress)
     results: dict[str, dict] = {}
     for name in list(targets) + list(target_actions):
-        done = out / "targets" / f"{name}.json"
-        if done.is_file():
-            prior = json.loads(done.read_text())
-            if prior.get("settings") == settings_hash:
-                results[name] = prior
-                continue
         # The strict protocol: a target's own rated dialogues never inform its estimate.
-        drop = excluded | ({name} & set(store.agents()))
-        exp = store.filter_agents(drop=drop) if drop else store
+        drop = sorted(excluded | ({name} & set(store.agents())))
         if name in targets:
             from enigma.sampling import sample_targets
 
+            exp = experience_without(store, name, sorted(excluded), require_in_store=False)
             table = sample_targets(exp, targets[name], progress=progress, **sample_cfg.run_options())
         else:
             path = Path(target_actions[name])
@@ -148,25 +126,31 @@ def run_estimate(
                 table = pq.read_table(path)
             except Exception as exc:  # pyarrow raises several types for corrupt files
                 raise ValueError(f"--target-actions {name}={path}: not a readable Parquet file ({exc})") from exc
-        result = estimator.estimate_full(exp, HeldOutAgent(name, target_actions=table))
-        curve_rows = [dict(run=run, **row) for run, rows in result.curves.items() for row in rows]
-        _write_csv(out / "curves" / f"{name}.csv", curve_rows)
-        record = {
-            "settings": settings_hash,
-            "estimates": {r: {k: e[k] for k in ("estimate", "unnormalised", "ess")} for r, e in result.estimates.items()},
-            "converged": result.converged,
-            "diagnostics": dict(result.diagnostics, excluded_agents=sorted(drop)),
+        score = score_agent(store, estimator, name, table, out / "results", exclude=sorted(excluded))
+        results[name] = {
+            "estimates": {r: {"estimate": score["estimates"][r], "unnormalised": (score["unnormalised"] or {}).get(r),
+                              "ess": (score["ess"] or {}).get(r)} for r in score["estimates"]},
+            "converged": converged(score["diagnostics"], list(score["estimates"])),
+            "diagnostics": dict(score["diagnostics"], excluded_agents=drop),
         }
-        record = _nan_to_null(record)  # a rating no dialogue has: null, never a bare NaN in JSON
-        done.write_text(json.dumps(record, indent=2, allow_nan=False) + "\n")
-        results[name] = record
     summary = {
         "targets": {n: r["estimates"] for n, r in results.items()},
-        "converged": {n: r.get("converged") for n, r in results.items()},
+        "converged": {n: r["converged"] for n, r in results.items()},
         "diagnostics": {n: r["diagnostics"] for n, r in results.items()},
     }
+    out.mkdir(parents=True, exist_ok=True)
     (out / "estimates.json").write_text(json.dumps(_nan_to_null(summary), indent=2, allow_nan=False) + "\n")
     return summary
+
+
+def converged(diagnostics: dict, ratings: list[str]) -> bool | None:
+    """Whether every DICE run of a result (``all``, or one per rating) met its solver's
+    convergence criterion (False if one did not); None where the solver has none (gradient
+    descent-ascent without a stopping rule)."""
+    flags = [diagnostics[k].get("converged") for k in ["all", *ratings] if isinstance(diagnostics.get(k), dict)]
+    if any(f is False for f in flags):
+        return False
+    return True if flags and all(f is True for f in flags) else None
 
 
 def _why_not(diagnostics: dict) -> str:
@@ -186,19 +170,6 @@ def _nan_to_null(obj):
     return obj
 
 
-def _write_csv(path: Path, rows: list[dict]) -> None:
-    import csv
-
-    if not rows:
-        path.write_text("")
-        return
-    keys = list(dict.fromkeys(k for r in rows for k in r))
-    with path.open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=keys)
-        w.writeheader()
-        w.writerows(rows)
-
-
 def register(app: typer.Typer) -> None:
     @app.command("estimate")
     @user_errors
@@ -208,9 +179,9 @@ def register(app: typer.Typer) -> None:
         target_actions: List[str] = typer.Option([], "--target-actions", help="NAME=PARQUET of sampled replies (repeatable)"),
         exclude_agents: str = typer.Option("", "--exclude-agents", help="comma-separated agents left out of the experience"),
         out: Path = typer.Option(..., "--out", "-o", help="output directory"),
-        params: Path = typer.Option(Path("params.yaml"), help="parameters file (section 'dice')"),
-        preset: Optional[str] = typer.Option(None, help="DICE preset (params: dice.preset): exact_nu, default (gradient descent-ascent), paper, dualdice, gendice, bestdice"),
-        encoder: Optional[str] = typer.Option(None, help="onehot, frozen or finetune (params: dice.encoder)"),
+        params: Path = typer.Option(Path("params.yaml"), help="parameters file (estimators.enigma.dice, sample, encode)"),
+        preset: Optional[str] = typer.Option(None, help="DICE preset (params: estimators.enigma.dice.preset): exact_nu, default (gradient descent-ascent), paper, dualdice, gendice, bestdice"),
+        encoder: Optional[str] = typer.Option(None, help="onehot, frozen or finetune (params: estimators.enigma.dice.encoder)"),
         n_samples: Optional[int] = typer.Option(None, "--n-samples", "-n", help="target replies per logged state (params: sample.n_samples)"),
         seed: Optional[int] = typer.Option(None, help="sampling seed (params: sample.seed)"),
         cache_dir: Optional[Path] = typer.Option(None, help="cache folder (embeddings, samples)"),

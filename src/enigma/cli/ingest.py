@@ -39,16 +39,16 @@ def ingest_command(
 ) -> None:
     """Read FORMAT input at PATH, validate it with Great Expectations and write the store."""
     _register_errors()
-    from enigma.store.config import load_ingest_config, parse_scale_option
+    from enigma.params import Params
+    from enigma.store.config import parse_scale_option
     from enigma.store.ingest import ingest
     from enigma.store import queries
 
     if params is not None and not params.is_file():
         raise FileNotFoundError(f"{params}: parameters file not found (--params)")
-    config = load_ingest_config(params or "params.yaml")
-    config.progress = config.progress and progress
+    config = Params.load(params or Path("params.yaml"), missing="defaults").ingest
     scales = dict(parse_scale_option(s) for s in scale or [])
-    result = ingest(fmt, path, out, config, scales)
+    result = ingest(fmt, path, out, config, scales, progress=progress)
     r = result.read
     n_agents = len(set(r.dialogues.column("agent_id").to_pylist()))
     typer.echo(f"wrote {result.out}: {r.dialogues.num_rows:,} dialogues, {n_agents} agents, "

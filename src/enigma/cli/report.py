@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import List, Optional
 
 import typer
 
@@ -64,7 +64,7 @@ def show(summary: Path = typer.Argument(..., help="reports/<benchmark>/summary.j
 @report_app.command("build")
 @user_errors
 def build(
-    results: Path = typer.Option(..., help="results table (Parquet/CSV) or the leave-one-agent-out results folder"),
+    results: List[Path] = typer.Option(..., help="results table (Parquet/CSV) or leave-one-agent-out results folder; repeatable (e.g. a benchmark's results and results_full)"),
     benchmark: str = typer.Option(..., help="benchmark name; the report goes to <out>/<benchmark>/"),
     truth: Optional[Path] = typer.Option(None, help="truth table (simulator truth.parquet: agent_id, rating, value)"),
     truth_store: Optional[Path] = typer.Option(None, help="experience store: truth = each agent's mean rating"),
@@ -72,24 +72,21 @@ def build(
     out: Optional[Path] = typer.Option(None, help="reports folder (default: params report.out_dir)"),
     params: Path = typer.Option(Path("params.yaml"), help="parameters file (section 'report')"),
     plots: Optional[bool] = typer.Option(None, "--plots/--no-plots", help="draw the figures (default: params)"),
+    note: Optional[str] = typer.Option(None, help="how the agents were run (e.g. stood in for by transcripts), shown in the report"),
 ) -> None:
-    """Build summary.json, figures and index.html from a results table and the truth."""
+    """Build summary.json, figures and index.html from results and the truth (the same report as
+    the pipeline's report stage: ENIGMA's run also gives its ablation enigma-unnormalised)."""
     _register_errors()
     import pandas as pd
 
-    from enigma.evaluation.config import ReportConfig
     from enigma.evaluation.errors import EvaluationError
-    from enigma.evaluation.loao import read_curves, read_results
-    from enigma.evaluation.report import SUMMARY_FILE, write_report
+    from enigma.evaluation.report import SUMMARY_FILE, build_report
     from enigma.evaluation.truth import read_truth, truth_from_store
-    from enigma.params import section
+    from enigma.params import Params
 
     if (truth is None) == (truth_store is None):
         raise EvaluationError("give exactly one of --truth (a truth table) or --truth-store (an experience store)")
-    cfg = section(ReportConfig, "report", params, plots=plots) if params.is_file() else ReportConfig(
-        **({} if plots is None else {"plots": plots})
-    )
-    table = read_results(results)
+    cfg = Params.load(params, missing="defaults").with_overrides("report", plots=plots)
     if truth is not None:
         truth_table = read_truth(truth)
     else:
@@ -101,10 +98,8 @@ def build(
         if not curves.is_file():
             raise EvaluationError(f"{curves}: learning-curve table not found")
         curve_table = pd.read_parquet(curves)
-    elif results.is_dir():
-        curve_table = read_curves(results)
     out_dir = (out or cfg.out_dir) / benchmark
-    summary = write_report(table, truth_table, benchmark, out_dir, cfg, curves=curve_table)
+    summary = build_report(results, truth_table, benchmark, out_dir, cfg, curves=curve_table, note=note)
     print_summary(summary, out_dir / SUMMARY_FILE)
 
 
@@ -118,15 +113,14 @@ def paper_spe(
 ) -> None:
     """Recompute the ENIGMA paper's self-play (SPE) correlations from its CSV, as a report."""
     _register_errors()
-    from enigma.evaluation.config import ReportConfig
     from enigma.evaluation.paper_spe import CSV_FILES, ESTIMATOR_NAMES, read_spe_csv, see2019_dir
     from enigma.evaluation.report import SUMMARY_FILE, write_report
     from enigma.evaluation.errors import EvaluationError
-    from enigma.params import section
+    from enigma.params import Params
 
     if variant not in CSV_FILES:
         raise EvaluationError(f"unknown variant {variant!r}; expected one of {sorted(CSV_FILES)}")
-    cfg = section(ReportConfig, "report", params) if params.is_file() else ReportConfig()
+    cfg = Params.load(params, missing="defaults").report
     table, truth_table = read_spe_csv(see2019_dir(data_dir) / CSV_FILES[variant], ESTIMATOR_NAMES[variant])
     benchmark = f"see2019-spe-paper-{variant}"
     out_dir = (out or cfg.out_dir) / benchmark

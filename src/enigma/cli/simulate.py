@@ -31,23 +31,19 @@ def simulate_command(
     """Roll out every agent of a preset against the simulated customer: the rated experience
     data (canonical store) and each agent's true value per rating (truth.parquet)."""
     _register_errors()
-    from enigma.params import section
-    from enigma.sim.generate import SimulateConfig, generate
+    from enigma.params import Params
+    from enigma.sim.generate import generate
     from enigma.sim.sellers import PRESETS, agent_spec
 
-    overrides = dict(preset=preset, seed=seed, dialogues_per_agent=dialogues_per_agent, truth_rollouts=truth_rollouts)
-    if params.is_file():
-        cfg = section(SimulateConfig, "simulate", params, **overrides)
-    elif params == Path("params.yaml"):  # run outside a project checkout: the built-in defaults
-        cfg = SimulateConfig(**{k: v for k, v in overrides.items() if v is not None})
-    else:
-        raise FileNotFoundError(f"{params}: parameters file not found")
-    cfg.progress = cfg.progress and progress
+    # outside a project checkout (no ./params.yaml): the built-in defaults
+    p = Params.load(params, missing="defaults" if params == Path("params.yaml") else "error")
+    cfg = p.with_overrides("simulate", preset=preset, seed=seed, dialogues_per_agent=dialogues_per_agent,
+                           truth_rollouts=truth_rollouts)
     if list_agents:
         for agent_id, knobs in PRESETS[cfg.preset].items():
             typer.echo(f"{agent_spec(agent_id):45s} {knobs.description}")
         return
-    summary = generate(cfg, out, truth_path=truth)
+    summary = generate(cfg, out, truth_path=truth, progress=progress)
     typer.echo(
         f"wrote {out}: {summary['n_dialogues']:,} dialogues of {summary['n_agents']} agents ({cfg.preset}, seed {cfg.seed}); "
         f"{summary['truth']}: true reward {summary['reward_min']:.3f} .. {summary['reward_max']:.3f}, "

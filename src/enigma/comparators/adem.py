@@ -37,7 +37,7 @@ from enigma.comparators.dialogues import (
 )
 from enigma.comparators.embedding import LazyEmbedder
 from enigma.comparators.features import Embedder
-from enigma.contracts import HeldOutAgent, Regime
+from enigma.contracts import EstimateResult, HeldOutAgent, Regime
 from enigma.store.experience import ExperienceStore
 
 
@@ -151,7 +151,6 @@ class _BilinearEstimator:
         self.config = config or ComparatorsConfig()
         self.embedder = embedder if embedder is not None else LazyEmbedder(self.config)
         self.name = f"{self.kind}[{regime.value}]"
-        self.diagnostics: dict = {}
 
     def fingerprint(self) -> str:
         return fingerprint_of(self.kind, self.regime.value, self.config.embedding_model, self.config.adem)
@@ -165,7 +164,7 @@ class _BilinearEstimator:
             return turn_triples(got.dialogues, c.context_turns, refs)
         return turn_triples(target_dialogues(experience, target, self.regime).dialogues, c.context_turns)
 
-    def estimate(self, experience: ExperienceStore, target: HeldOutAgent) -> dict[str, float]:
+    def estimate(self, experience: ExperienceStore, target: HeldOutAgent) -> EstimateResult:
         c = self.config.adem
         names = experience.rating_names
         train = logged_dialogues(experience)
@@ -190,8 +189,8 @@ class _BilinearEstimator:
         te = self._targets(experience, target)
         with torch.no_grad():
             pred = model(*(as_t(a) for a in vec.raw(te))).numpy()
-        self.diagnostics = {"n_train_turns": len(tr.responses), "n_target_turns": len(te.responses), "train_loss": float(loss.detach()), "pca_dim": k}
-        return {n: float(v) for n, v in zip(names, pred.mean(axis=0))}
+        diagnostics = {"n_train_turns": len(tr.responses), "n_target_turns": len(te.responses), "train_loss": float(loss.detach()), "pca_dim": k}
+        return EstimateResult({n: float(v) for n, v in zip(names, pred.mean(axis=0))}, diagnostics=diagnostics)
 
 
 class AdemEstimator(_BilinearEstimator):

@@ -13,7 +13,7 @@ from enigma.comparators.dialogues import (
     target_dialogues,
 )
 from enigma.comparators.features import FeatureExtractor
-from enigma.contracts import HeldOutAgent, Regime
+from enigma.contracts import EstimateResult, HeldOutAgent, Regime
 from enigma.store.experience import ExperienceStore
 
 
@@ -25,7 +25,10 @@ class ExperienceMean:
     name = "experience-mean"
     regimes = frozenset({Regime.NONE})
 
-    def estimate(self, experience: ExperienceStore, target: HeldOutAgent) -> dict[str, float]:
+    def fingerprint(self) -> str:
+        return fingerprint_of("experience-mean")
+
+    def estimate(self, experience: ExperienceStore, target: HeldOutAgent) -> EstimateResult:
         names = experience.rating_names
         y = rating_matrix(experience, names)
         out = {}
@@ -34,7 +37,7 @@ class ExperienceMean:
             if col.size == 0:
                 raise ComparatorInputError(f"rating {n!r}: no rated dialogue in the experience data")
             out[n] = float(col.mean())
-        return out
+        return EstimateResult(out)
 
 
 class ReplyLength:
@@ -48,21 +51,20 @@ class ReplyLength:
         self.regimes = frozenset({regime})
         self.name = f"reply-length[{regime.value}]"
         self.ridge_alpha = ridge_alpha
-        self.diagnostics: dict = {}
 
     def fingerprint(self) -> str:
         return fingerprint_of("reply-length", self.regime.value, self.ridge_alpha)
 
-    def estimate(self, experience: ExperienceStore, target: HeldOutAgent) -> dict[str, float]:
+    def estimate(self, experience: ExperienceStore, target: HeldOutAgent) -> EstimateResult:
         names = experience.rating_names
         fx = FeatureExtractor()
         x = fx.matrix(logged_dialogues(experience), ["length"])
         model = RatingRegressor.fit(x, rating_matrix(experience, names), names, self.ridge_alpha)
         got = target_dialogues(experience, target, self.regime)
         xt = fx.matrix(got.dialogues, ["length"])
-        self.diagnostics = {
+        diagnostics = {
             "n_dialogues": len(got.dialogues),
             "n_failed_replies": got.n_failed_replies,
             "mean_length": float(xt.mean()),
         }
-        return model.estimate(xt)
+        return EstimateResult(model.estimate(xt), diagnostics=diagnostics)

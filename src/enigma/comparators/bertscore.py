@@ -17,7 +17,6 @@ from enigma.comparators.overlap import ReplyMetricEstimator, ReplyPair
 
 class BertScoreEstimator(ReplyMetricEstimator):
     def __init__(self, config: ComparatorsConfig | None = None):
-        super().__init__()
         self.config = config or ComparatorsConfig()
         self.layer = self.config.overlap.bertscore_layer
         self.name = f"bertscore:{self.config.embedding_model}-L{self.layer}[replies-at-logged-states]"
@@ -48,10 +47,9 @@ class BertScoreEstimator(ReplyMetricEstimator):
         _, _, f = self._get_scorer().score(replies, references)
         return f.numpy()
 
-    def score(self, pairs: list[ReplyPair]) -> float:
+    def score(self, pairs: list[ReplyPair]) -> tuple[float, dict]:
         cap = self.config.overlap.bertscore_max_pairs
         if len(pairs) > cap:
             pick = np.random.default_rng(self.config.overlap.seed).choice(len(pairs), cap, replace=False)
             pairs = [pairs[i] for i in sorted(pick)]
-        self.diagnostics["n_scored_pairs"] = len(pairs)
-        return float(self.f1([p.reply for p in pairs], [p.reference for p in pairs]).mean())
+        return float(self.f1([p.reply for p in pairs], [p.reference for p in pairs]).mean()), {"n_scored_pairs": len(pairs)}

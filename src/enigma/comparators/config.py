@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from enigma.params import DEFAULT_PARAMS, section
 
 
 class SpeConfig(BaseModel):
@@ -86,10 +84,6 @@ class ComparatorsConfig(BaseModel):
     adem: AdemConfig = AdemConfig()
     dynaeval: DynaEvalConfig = DynaEvalConfig()
     critic: CriticConfig = CriticConfig()
-
-
-def load_config(path: str | Path = DEFAULT_PARAMS) -> ComparatorsConfig:
-    return section(ComparatorsConfig, "comparators", path)
 
 
 def fingerprint_of(*parts: object) -> str:

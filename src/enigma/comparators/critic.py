@@ -29,7 +29,7 @@ from enigma.comparators.config import ComparatorsConfig, fingerprint_of
 from enigma.comparators.dialogues import logged_dialogues, rating_matrix, target_replies
 from enigma.comparators.embedding import LazyEmbedder
 from enigma.comparators.features import Embedder
-from enigma.contracts import HeldOutAgent, Regime
+from enigma.contracts import EstimateResult, HeldOutAgent, Regime
 from enigma.store.experience import ExperienceStore
 
 
@@ -160,12 +160,11 @@ class FqeCriticEstimator:
     def __init__(self, config: ComparatorsConfig | None = None, embedder: Embedder | None = None):
         self.config = config or ComparatorsConfig()
         self.embedder = embedder if embedder is not None else LazyEmbedder(self.config)
-        self.diagnostics: dict = {}
 
     def fingerprint(self) -> str:
         return fingerprint_of("fqe-critic", self.config.embedding_model, self.config.critic)
 
-    def estimate(self, experience: ExperienceStore, target: HeldOutAgent) -> dict[str, float]:
+    def estimate(self, experience: ExperienceStore, target: HeldOutAgent) -> EstimateResult:
         c = self.config.critic
         names = experience.rating_names
         tr, failed = build_transitions(experience, target, c.context_turns)
@@ -207,11 +206,11 @@ class FqeCriticEstimator:
         q.eval()
         with torch.no_grad():
             opening = _mean_rows(q(x), tr.opening_rows).mean(dim=0)
-        self.diagnostics = {
+        diagnostics = {
             "n_transitions": n,
             "n_openings": len(tr.opening_rows),
             "n_failed_replies": failed,
             "n_next_states_at_logged_reply": tr.n_fallback,
             "final_loss": loss_value,
         }
-        return {name: float(v) for name, v in zip(names, opening)}
+        return EstimateResult({name: float(v) for name, v in zip(names, opening)}, diagnostics=diagnostics)

@@ -26,7 +26,7 @@ from enigma.comparators.config import ComparatorsConfig, fingerprint_of
 from enigma.comparators.dialogues import AgentDialogue, logged_dialogues, target_dialogues
 from enigma.comparators.embedding import LazyEmbedder
 from enigma.comparators.features import Embedder
-from enigma.contracts import HeldOutAgent, Regime
+from enigma.contracts import EstimateResult, HeldOutAgent, Regime
 from enigma.store.experience import ExperienceStore
 
 N_RELATIONS = 4  # same speaker earlier, same later, other earlier, other later
@@ -155,7 +155,6 @@ class DynaEvalEstimator:
         self.embedder = embedder if embedder is not None else LazyEmbedder(self.config)
         self.progress = progress
         self.name = f"dynaeval[{regime.value}]"
-        self.diagnostics: dict = {}
 
     def fingerprint(self) -> str:
         return fingerprint_of("dynaeval", self.regime.value, self.config.embedding_model, self.config.dynaeval)
@@ -194,7 +193,7 @@ class DynaEvalEstimator:
             losses.append(total / max(n, 1))
         return model, losses
 
-    def estimate(self, experience: ExperienceStore, target: HeldOutAgent) -> dict[str, float]:
+    def estimate(self, experience: ExperienceStore, target: HeldOutAgent) -> EstimateResult:
         table = UtteranceTable(self.embedder)
         train = table.add([d for d in logged_dialogues(experience) if d.turns])
         model, losses = self.train(table, train)
@@ -206,5 +205,5 @@ class DynaEvalEstimator:
             for s in range(0, len(seqs), 256):
                 scores.append(model(*table.batch(seqs[s : s + 256])).numpy())
         value = float(np.concatenate(scores).mean())
-        self.diagnostics = {"n_train_dialogues": len(train), "n_dialogues": len(seqs), "final_loss": losses[-1] if losses else None, "score": value}
-        return {n: value for n in experience.rating_names}
+        diagnostics = {"n_train_dialogues": len(train), "n_dialogues": len(seqs), "final_loss": losses[-1] if losses else None, "score": value}
+        return EstimateResult({n: value for n in experience.rating_names}, diagnostics=diagnostics)

@@ -12,7 +12,7 @@ from enigma.comparators.config import ComparatorsConfig, fingerprint_of
 from enigma.comparators.dialogues import logged_dialogues, rating_matrix, target_dialogues
 from enigma.comparators.embedding import LazyEmbedder
 from enigma.comparators.features import FEATURES, Embedder, FeatureExtractor, NidfTable
-from enigma.contracts import HeldOutAgent, Regime
+from enigma.contracts import EstimateResult, HeldOutAgent, Regime
 from enigma.store.experience import ExperienceStore
 
 
@@ -39,13 +39,12 @@ class DialogueFeatureEstimator:
         )
         label = self.features[0] if len(self.features) == 1 else "ridge"
         self.name = name or f"see-features:{label}[{regime.value}]"
-        self.diagnostics: dict = {}
 
     def fingerprint(self) -> str:
         emb = self.config.embedding_model if "relatedness" in self.features else None
         return fingerprint_of("see-features", self.features, self.regime.value, self.config.ridge_alpha, emb)
 
-    def estimate(self, experience: ExperienceStore, target: HeldOutAgent) -> dict[str, float]:
+    def estimate(self, experience: ExperienceStore, target: HeldOutAgent) -> EstimateResult:
         names = experience.rating_names
         train = logged_dialogues(experience)
         nidf = None
@@ -57,12 +56,12 @@ class DialogueFeatureEstimator:
         )
         got = target_dialogues(experience, target, self.regime)
         xt = fx.matrix(got.dialogues, self.features)
-        self.diagnostics = {
+        diagnostics = {
             "n_dialogues": len(got.dialogues),
             "n_failed_replies": got.n_failed_replies,
             "feature_means": dict(zip(self.features, map(float, xt.mean(axis=0)))),
         }
-        return model.estimate(xt)
+        return EstimateResult(model.estimate(xt), diagnostics=diagnostics)
 
 
 def see_feature_estimators(

@@ -12,13 +12,14 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
+from typing import Any
 
-import numpy as np
 import sacrebleu
 from rouge_score import rouge_scorer
 
+from enigma.comparators.config import fingerprint_of
 from enigma.comparators.dialogues import target_replies
-from enigma.contracts import HeldOutAgent, Regime, Turn
+from enigma.contracts import EstimateResult, HeldOutAgent, Regime, Turn
 from enigma.store.experience import ExperienceStore
 
 
@@ -71,28 +72,29 @@ class ReplyMetricEstimator:
     regimes = frozenset({Regime.REPLIES_AT_LOGGED_STATES})
     name = ""
 
-    def __init__(self) -> None:
-        self.diagnostics: dict = {}
+    def fingerprint(self) -> str:
+        return fingerprint_of(self.name)
 
-    def score(self, pairs: list[ReplyPair]) -> float:
+    def score(self, pairs: list[ReplyPair]) -> tuple[float, dict[str, Any]]:
+        """The score of the replies, and what the metric reports about how it got it."""
         raise NotImplementedError
 
-    def estimate(self, experience: ExperienceStore, target: HeldOutAgent) -> dict[str, float]:
+    def estimate(self, experience: ExperienceStore, target: HeldOutAgent) -> EstimateResult:
         pairs, failed = reply_pairs(experience, target)
-        value = self.score(pairs)
-        self.diagnostics.update({"n_replies": len(pairs), "n_failed_replies": failed, "score": value})
-        return {n: value for n in experience.rating_names}
+        value, extra = self.score(pairs)
+        diagnostics = {**extra, "n_replies": len(pairs), "n_failed_replies": failed, "score": value}
+        return EstimateResult({n: value for n in experience.rating_names}, diagnostics=diagnostics)
 
 
 class BleuEstimator(ReplyMetricEstimator):
     name = "bleu[replies-at-logged-states]"
 
-    def score(self, pairs: list[ReplyPair]) -> float:
-        return corpus_bleu([p.reply for p in pairs], [p.reference for p in pairs])
+    def score(self, pairs: list[ReplyPair]) -> tuple[float, dict[str, Any]]:
+        return corpus_bleu([p.reply for p in pairs], [p.reference for p in pairs]), {}
 
 
 class RougeLEstimator(ReplyMetricEstimator):
     name = "rouge-l[replies-at-logged-states]"
 
-    def score(self, pairs: list[ReplyPair]) -> float:
-        return mean_rouge_l([p.reply for p in pairs], [p.reference for p in pairs])
+    def score(self, pairs: list[ReplyPair]) -> tuple[float, dict[str, Any]]:
+        return mean_rouge_l([p.reply for p in pairs], [p.reference for p in pairs]), {}

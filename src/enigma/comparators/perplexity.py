@@ -109,7 +109,6 @@ class CausalLMScorer:
 
 class PerplexityEstimator(ReplyMetricEstimator):
     def __init__(self, config: ComparatorsConfig | None = None, scorer: CausalLMScorer | None = None, lm: str = SMOLLM2):
-        super().__init__()
         self.config = config or ComparatorsConfig()
         self.lm = lm
         self._scorer = scorer
@@ -123,7 +122,7 @@ class PerplexityEstimator(ReplyMetricEstimator):
             self._scorer = CausalLMScorer.load(self.lm, max_context_tokens=self.config.perplexity.max_context_tokens)
         return self._scorer
 
-    def score(self, pairs: list[ReplyPair]) -> float:
+    def score(self, pairs: list[ReplyPair]) -> tuple[float, dict]:
         c = self.config.perplexity
         if len(pairs) > c.max_replies:
             pick = np.random.default_rng(c.seed).choice(len(pairs), c.max_replies, replace=False)
@@ -133,5 +132,4 @@ class PerplexityEstimator(ReplyMetricEstimator):
         if count.sum() == 0:
             raise ValueError("no reply token to score (all replies empty)")
         mean_nll = float(total.sum() / count.sum())
-        self.diagnostics.update({"n_scored_replies": len(pairs), "perplexity": float(np.exp(mean_nll))})
-        return float(np.exp(-mean_nll))
+        return float(np.exp(-mean_nll)), {"n_scored_replies": len(pairs), "perplexity": float(np.exp(mean_nll))}

@@ -31,7 +31,7 @@ from enigma.comparators.dialogues import (
 )
 from enigma.comparators.embedding import LazyEmbedder
 from enigma.comparators.features import Embedder, FeatureExtractor
-from enigma.contracts import HeldOutAgent, Regime
+from enigma.contracts import EstimateResult, HeldOutAgent, Regime
 from enigma.store.experience import ExperienceStore
 
 SPE_EXTRA_FEATURES: tuple[str, ...] = ("self_repetition", "question_rate")
@@ -75,12 +75,11 @@ class _SpeBase:
         self.embedder = embedder if embedder is not None else LazyEmbedder(self.config)
         self.extra = tuple(extra_features)
         self.name = f"spe:{self.kind}[{regime.value}]"
-        self.diagnostics: dict = {}
 
     def fingerprint(self) -> str:
         return fingerprint_of("spe", self.kind, self.regime.value, self.extra, self.config.embedding_model, self.config.spe)
 
-    def estimate(self, experience: ExperienceStore, target: HeldOutAgent) -> dict[str, float]:
+    def estimate(self, experience: ExperienceStore, target: HeldOutAgent) -> EstimateResult:
         names = experience.rating_names
         train = logged_dialogues(experience)
         keep = np.array([bool(d.scored) for d in train])
@@ -88,10 +87,12 @@ class _SpeBase:
         x = spe_inputs([d for d, k in zip(train, keep) if k], self.embedder, self.extra)
         got = target_dialogues(experience, target, self.regime)
         xt = spe_inputs(got.dialogues, self.embedder, self.extra)
-        self.diagnostics = {"n_train": int(keep.sum()), "n_dialogues": len(got.dialogues)}
-        return self._fit_predict(x, y, xt, names)
+        estimates, extra = self._fit_predict(x, y, xt, names)
+        return EstimateResult(estimates, diagnostics={"n_train": int(keep.sum()), "n_dialogues": len(got.dialogues), **extra})
 
-    def _fit_predict(self, x, y, xt, names) -> dict[str, float]:
+    def _fit_predict(self, x, y, xt, names) -> tuple[dict[str, float], dict]:
+        """Estimates of the target's inputs ``xt`` from a model fitted on ``x``, ``y``; and
+        what the fit reports."""
         raise NotImplementedError
 
 
@@ -99,7 +100,7 @@ class SpeRidge(_SpeBase):
     kind = "ridge"
 
     def _fit_predict(self, x, y, xt, names):
-        return RatingRegressor.fit(x, y, names, self.config.spe.ridge_alpha).estimate(xt)
+        return RatingRegressor.fit(x, y, names, self.config.spe.ridge_alpha).estimate(xt), {}
 
 
 class SigmoidHead(torch.nn.Module):
@@ -155,6 +156,5 @@ class SpeSigmoid(_SpeBase):
     def _fit_predict(self, x, y, xt, names):
         c = self.config.spe
         predict, loss = train_sigmoid_head(x, y, c.head_epochs, c.head_lr, c.head_weight_decay, c.seed)
-        self.diagnostics["train_loss"] = loss
         p = predict(xt).mean(axis=0)
-        return {n: float(v) for n, v in zip(names, p)}
+        return {n: float(v) for n, v in zip(names, p)}, {"train_loss": loss}

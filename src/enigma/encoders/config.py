@@ -8,12 +8,10 @@ text encoders run: the embedding cache, the frozen featurisation, the packed seq
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from enigma.params import DEFAULT_PARAMS, section
 
 
 class CacheConfig(BaseModel):
@@ -22,7 +20,6 @@ class CacheConfig(BaseModel):
     batch_size: int = Field(64, ge=1)
     max_length: int = Field(256, ge=2, description="tokens per text; longer texts keep their first ones")
     shard_size: int = Field(2048, ge=1, description="texts per shard: an interruption loses at most this many")
-    progress: bool = True
 
 
 class FrozenConfig(BaseModel):
@@ -47,17 +44,13 @@ class EncodeConfig(BaseModel):
     frozen: FrozenConfig = FrozenConfig()
     finetune: FinetuneConfig = FinetuneConfig()
 
-    @classmethod
-    def load(cls, path: str | Path = DEFAULT_PARAMS, **overrides) -> "EncodeConfig":
-        return section(cls, "encode", path, **overrides)
-
-    def embedding_cache(self, model: str | os.PathLike[str] | None = None):
+    def embedding_cache(self, model: str | os.PathLike[str] | None = None, progress: bool = False):
         from enigma.encoders.text_cache import EmbeddingCache
 
         c = self.cache
         return EmbeddingCache(
             model or self.model, c.cache_dir, batch_size=c.batch_size, max_length=c.max_length,
-            shard_size=c.shard_size, progress=c.progress, weights_cache_dir=self.weights_cache_dir,
+            shard_size=c.shard_size, progress=progress, weights_cache_dir=self.weights_cache_dir,
         )
 
     def frozen_encoder(self, model: str | os.PathLike[str] | None = None):

@@ -1,22 +1,10 @@
-"""Typed configs of the ``evaluate`` and ``report`` sections of ``params.yaml``."""
+"""The typed ``report`` section of ``params.yaml``."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
-
-
-class EvaluateConfig(BaseModel):
-    """The leave-one-agent-out run."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    # Per (estimator, agent) result files land here as they finish; a rerun skips them.
-    results_dir: Path = Path("results/loao")
-    resume: bool = True
-    # Only these held-out agents (None: every agent of the store that has truth).
-    agents: list[str] | None = None
 
 
 class ReportConfig(BaseModel):

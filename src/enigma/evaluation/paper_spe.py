@@ -17,7 +17,7 @@ import pandas as pd
 
 from enigma.evaluation.config import ReportConfig
 from enigma.evaluation.errors import EvaluationError
-from enigma.evaluation.loao import RESULT_COLUMNS, check_results
+from enigma.evaluation.results import RESULT_COLUMNS, check_results
 from enigma.evaluation.summary import build_summary
 from enigma.evaluation.truth import check_truth
 

@@ -8,14 +8,16 @@ import math
 import re
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import jinja2
 import pandas as pd
 from tqdm.auto import tqdm
 
 from enigma.evaluation import figures
+from enigma.evaluation.ablations import with_unnormalised
 from enigma.evaluation.config import ReportConfig
+from enigma.evaluation.results import RESULT_COLUMNS, check_results, read_curves, read_results
 from enigma.evaluation.summary import build_summary, write_summary
 
 SUMMARY_FILE = "summary.json"
@@ -148,14 +150,18 @@ def write_report(
     *,
     curves: pd.DataFrame | None = None,
     estimator_info: dict[str, dict[str, Any]] | None = None,
+    note: str | None = None,
     progress: bool = True,
 ) -> dict[str, Any]:
     """Write ``summary.json``, the figures and ``index.html`` under ``out_dir``; return the
-    summary (with ``report_html`` and ``summary_json`` paths added)."""
+    summary (with ``report_html`` and ``summary_json`` paths added). ``note`` (how the agents
+    were run, e.g. stood in for by transcripts) goes into the summary."""
     cfg = config or ReportConfig()
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     summary, _ = build_summary(results, truth, benchmark, cfg, estimator_info=estimator_info)
+    if note:
+        summary["note"] = note
     order = [r["estimator"] for r in summary["ranking"]]
     figs: dict[str, list[str]] = {}
     overview = None
@@ -181,3 +187,39 @@ def write_report(
     summary["report_html"] = str(html)
     summary["summary_json"] = str(summary_path)
     return summary
+
+
+def read_result_dirs(results_dirs: Sequence[str | Path], estimators: Sequence[str] | None = None) -> pd.DataFrame:
+    """The results of one or more results folders (a benchmark's main and full runs) in one
+    checked table; ``estimators`` (display names): only theirs, so that a result file left by an
+    estimator no longer in the benchmark is not reported."""
+    rows = [r for d in results_dirs for r in read_results(d).to_dict(orient="records")]
+    if estimators is not None:
+        keep = set(estimators)
+        rows = [r for r in rows if r["estimator"] in keep]
+    return check_results(pd.DataFrame(rows, columns=RESULT_COLUMNS), ", ".join(map(str, results_dirs)) + " results")
+
+
+def build_report(
+    results_dirs: Sequence[str | Path],
+    truth: pd.DataFrame,
+    benchmark: str,
+    out_dir: str | Path,
+    config: ReportConfig | None = None,
+    *,
+    estimators: Sequence[str] | None = None,
+    curves: pd.DataFrame | None = None,
+    note: str | None = None,
+    progress: bool = True,
+) -> dict[str, Any]:
+    """A benchmark's report from its results folders: every estimator's results (``estimators``:
+    only these), ENIGMA's ablation without post-normalisation derived from the same run
+    (``<report.enigma_estimator>-unnormalised``), the learning curves found beside the results
+    (or ``curves``) and the note. ``enigma report build`` and the pipeline's report stage both
+    build it here, so they give the same report."""
+    cfg = config or ReportConfig()
+    table = read_result_dirs(results_dirs, estimators)
+    table = with_unnormalised(table, (cfg.enigma_estimator,))
+    if curves is None:
+        curves = read_curves(list(results_dirs))
+    return write_report(table, truth, benchmark, out_dir, cfg, curves=curves, note=note, progress=progress)

@@ -23,7 +23,7 @@ import pandas as pd
 from enigma.evaluation.config import ReportConfig
 from enigma.evaluation.correlation import STATS, EstimatorScore, paired_difference, score_estimator
 from enigma.evaluation.errors import EvaluationError
-from enigma.evaluation.loao import check_results
+from enigma.evaluation.results import check_results
 from enigma.evaluation.truth import truth_wide
 
 PER_RATING_KEYS = ("pearson", "spearman", "kendall", "pearson_ci95", "spearman_ci95", "kendall_ci95", "spread_ratio")
@@ -83,7 +83,7 @@ def build_summary(
     *,
     estimator_info: dict[str, dict[str, Any]] | None = None,
 ) -> tuple[dict[str, Any], dict[str, EstimatorScore]]:
-    """The summary of a results table (``loao.RESULT_COLUMNS``) against a truth table
+    """The summary of a results table (``results.RESULT_COLUMNS``) against a truth table
     (``truth.TRUTH_COLUMNS``). ``estimator_info`` may supply ``regime``/``labels`` for
     estimators whose results table lacks them."""
     cfg = config or ReportConfig()

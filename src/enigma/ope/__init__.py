@@ -4,7 +4,9 @@ config and presets, estimates and diagnostics, and the ``EnigmaEstimator``."""
 from enigma.ope.config import PRESETS, DiceConfig
 from enigma.ope.estimator import EnigmaEstimator, EnigmaResult, TargetActionsError, pair_dialogues
 from enigma.ope.padding import PaddingError
-from enigma.ope.trainer import DiceData, DiceDivergence, DiceRun, train_dice
+from enigma.ope.guards import DiceDivergence
+from enigma.ope.problem import DiceData
+from enigma.ope.trainer import DiceRun, train_dice
 
 __all__ = [
     "PRESETS", "DiceConfig", "EnigmaEstimator", "EnigmaResult", "TargetActionsError", "pair_dialogues",

@@ -19,12 +19,13 @@ import numpy as np
 import pyarrow as pa
 import torch
 
-from enigma.contracts import HeldOutAgent, Regime, Turn
+from enigma.contracts import EstimateResult, HeldOutAgent, Regime, Turn
 from enigma.encoders.base import DialogueActions, PairEncoder
 from enigma.encoders.config import EncodeConfig
 from enigma.ope.config import DiceConfig
 from enigma.ope.padding import check_tmax
-from enigma.ope.trainer import DiceData, DiceRun, train_dice
+from enigma.ope.problem import DiceData
+from enigma.ope.trainer import DiceRun, train_dice
 from enigma.store.experience import ExperienceStore
 
 TARGET_COLUMNS = ("dialog_id", "turn_index", "text")
@@ -115,7 +116,8 @@ def pair_dialogues(
     return PairedDialogues(out, rewards, names, dict(skipped))
 
 
-def build_encoder(cfg: DiceConfig, cache_dir: str | Path | None = None, encode: EncodeConfig | None = None) -> PairEncoder:
+def build_encoder(cfg: DiceConfig, cache_dir: str | Path | None = None, encode: EncodeConfig | None = None,
+                  progress: bool = False) -> PairEncoder:
     """The pair encoder ``cfg.encoder`` names, on ``cfg.encoder_model``, run as the ``encode``
     section says (the frozen blocks and position buckets, the cache's tokens per text, the
     packed sequence's tokens per utterance); ``cache_dir`` overrides ``encode.cache.cache_dir``."""
@@ -131,7 +133,7 @@ def build_encoder(cfg: DiceConfig, cache_dir: str | Path | None = None, encode: 
             encode = encode.model_copy(update={"cache": encode.cache.model_copy(update={"cache_dir": str(cache_dir)})})
         f = encode.frozen
         return FrozenPairEncoder(
-            encode.embedding_cache(cfg.encoder_model), position_buckets=f.position_buckets,
+            encode.embedding_cache(cfg.encoder_model, progress=progress), position_buckets=f.position_buckets,
             projection_dim=f.projection_dim, blocks=tuple(f.blocks), agreement=cfg.agreement,
         )
     from enigma.encoders.finetune import FinetunePairEncoder
@@ -183,6 +185,24 @@ class EnigmaResult:
             return False
         return True if flags and all(f is True for f in flags) else None
 
+    def to_estimate(self) -> EstimateResult:
+        """The protocol's result: the estimates with their unnormalised values and effective
+        sample sizes, the diagnostics, the learning curves in one table (a ``run`` column: "all",
+        or the rating of a per-rating run) and the trained heads (one module, or one per run)."""
+        import pandas as pd
+
+        frames = [pd.DataFrame(list(rows)).assign(run=str(run)) for run, rows in self.curves.items() if len(rows)]
+        heads = {k: r.heads for k, r in self.runs.items() if r.heads is not None}
+        module = next(iter(heads.values())) if len(heads) == 1 else torch.nn.ModuleDict(heads) if heads else None
+        return EstimateResult(
+            estimates={r: e["estimate"] for r, e in self.estimates.items()},
+            unnormalised={r: e["unnormalised"] for r, e in self.estimates.items()},
+            ess={r: e["ess"] for r, e in self.estimates.items()},
+            diagnostics=self.diagnostics,
+            curve=pd.concat(frames, ignore_index=True) if frames else None,
+            artifacts={"heads": module} if module is not None else {},
+        )
+
 
 class EnigmaEstimator:
     """Implements ``enigma.contracts.Estimator`` (regime: replies at logged states)."""
@@ -205,25 +225,6 @@ class EnigmaEstimator:
         self.encode = encode or EncodeConfig()
         self.progress = progress
         self._encoder = encoder
-        self.last_result: EnigmaResult | None = None
-
-    @classmethod
-    def from_params(cls, params_path: str | Path = "params.yaml", **kwargs: Any) -> "EnigmaEstimator":
-        """The ``dice`` section (a preset plus overrides); embeddings are cached where the
-        ``encode`` stage keeps them, so a study re-encodes nothing."""
-        from enigma.params import ParamsError, load_params
-
-        params = load_params(params_path)
-        try:
-            cfg = DiceConfig.from_section(params.get("dice"))
-        except ValueError as exc:
-            raise ParamsError(f"{params_path}: section 'dice': {exc}") from exc
-        try:
-            encode = EncodeConfig.model_validate(params.get("encode") or {})
-        except ValueError as exc:
-            raise ParamsError(f"{params_path}: section 'encode': {exc}") from exc
-        kwargs.setdefault("encode", encode)
-        return cls(cfg, **kwargs)
 
     def fingerprint(self) -> str:
         """What a saved leave-one-agent-out result depends on: the DICE settings and the
@@ -234,14 +235,14 @@ class EnigmaEstimator:
     def encoder(self) -> PairEncoder:
         # The encoder (and a frozen encoder's embedding cache) is reused across held-out agents.
         if self._encoder is None:
-            self._encoder = build_encoder(self.config, self.cache_dir, self.encode)
+            self._encoder = build_encoder(self.config, self.cache_dir, self.encode, self.progress)
         return self._encoder
 
-    def estimate(self, experience: ExperienceStore, target: HeldOutAgent) -> dict[str, float]:
-        result = self.estimate_full(experience, target)
-        return {r: e["estimate"] for r, e in result.estimates.items()}
+    def estimate(self, experience: ExperienceStore, target: HeldOutAgent) -> EstimateResult:
+        return self.estimate_full(experience, target).to_estimate()
 
     def estimate_full(self, experience: ExperienceStore, target: HeldOutAgent) -> EnigmaResult:
+        """The whole run: every DICE run (``runs``, with its heads and weights) and its curves."""
         if target.target_actions is None:
             raise TargetActionsError(f"agent {target.agent_id}: ENIGMA needs its replies at the logged states (target_actions)")
         cfg = self.config
@@ -264,6 +265,4 @@ class EnigmaEstimator:
         diagnostics.update(encoder.diagnostics(prepared))
         diagnostics["skipped"] = {k: len(v) for k, v in paired.skipped.items()}
         diagnostics["config"] = cfg.model_dump(mode="json")
-        result = EnigmaResult(target.agent_id, estimates, diagnostics, {n: r.curve for n, r in runs.items()}, runs)
-        self.last_result = result
-        return result
+        return EnigmaResult(target.agent_id, estimates, diagnostics, {n: r.curve for n, r in runs.items()}, runs)

@@ -38,6 +38,9 @@ decouples the scale of the real turns' zeta from one slot to the next, and on th
 features the optimum ran off to a boundary where the real turns of a slot weigh nothing (zeta
 underflowed; 2 of the first 4 agents). L-BFGS instead of Newton steps needed thousands of
 iterations at alpha_nu 0.1 and stalled short of the tolerance at 0.01.
+
+(Just over 400 lines: the derivation above, the row layout, the problem and its Newton solver are
+one argument and are read together.)
 """
 
 from __future__ import annotations
@@ -52,9 +55,11 @@ from tqdm.auto import tqdm
 
 from enigma.ope.config import DiceConfig
 from enigma.ope.estimates import effective_sample_size, rating_estimates
+from enigma.ope.features import Features
 from enigma.ope.guards import DiceDivergence, check_zeta
 from enigma.ope.heads import DiceHeads, zeta_activation
 from enigma.ope.objective import penalty
+from enigma.ope.problem import Solution
 
 # Newton steps solve a system in zeta's parameters (features + bias + one per slot); the
 # default text features (32 PCA dimensions + 15 agreement features) give 63
@@ -241,6 +246,27 @@ class ZetaProblem:
 
 
 def solve_exact_nu(
+    heads: DiceHeads,
+    feats: Features,
+    data: Any,
+    cfg: DiceConfig,
+    *,
+    reward_index: int | None = None,
+    progress: bool = True,
+    desc: str = "dice",
+) -> Solution:
+    """The solver on the trainer's features (fixed ones only: nu is solved in closed form on them)."""
+    if feats.cache is None:
+        raise ValueError(
+            "dice.solver exact_nu needs fixed features (encoder onehot, or frozen without a trainable "
+            "projection); a fine-tuned encoder trains through nu: use solver gda"
+        )
+    logged, target = feats(None)
+    heads, curve, summary = fit_exact_nu(heads, logged, target, data, cfg, reward_index=reward_index, progress=progress, desc=desc)
+    return Solution(heads, feats, summary["iterations"], curve, summary)
+
+
+def fit_exact_nu(
     heads: DiceHeads,
     logged: torch.Tensor,
     target: torch.Tensor,

@@ -47,7 +47,7 @@ class RolloutError(ValueError):
 
 
 class LearnedCustomerConfig(BaseModel):
-    """``pipeline.benchmarks.<name>.learned_customer`` in params.yaml."""
+    """``benchmarks.<name>.rollouts.learned_customer`` in params.yaml."""
 
     model_config = ConfigDict(extra="forbid")
 

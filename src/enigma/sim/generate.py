@@ -62,7 +62,6 @@ class SimulateConfig(BaseModel):
     max_truth_rollouts: int = Field(10000, ge=2)
     customer_noise: float = Field(0.15, ge=0, le=1)
     max_agent_turns: int = Field(MAX_AGENT_TURNS, ge=1, le=MAX_AGENT_TURNS)
-    progress: bool = True
 
     @field_validator("preset")
     @classmethod
@@ -72,7 +71,7 @@ class SimulateConfig(BaseModel):
         return v
 
     def fingerprint(self) -> str:
-        data = self.model_dump(exclude={"progress"})
+        data = self.model_dump()
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -114,7 +113,7 @@ def rollout_store(agent, agent_id: str, n: int, seed: int = 0, rated: bool = Tru
     """``n`` dialogues of any ``Agent`` with fresh simulated customers, as an experience store
     (e.g. an agent's own simulated-user rollouts for an estimator, or scoring a new agent).
     Seeds come from a stream of their own, apart from the experience and truth streams."""
-    cfg = cfg or SimulateConfig(progress=False)
+    cfg = cfg or SimulateConfig()
     seeds = [mix(seed, "rollouts", agent_id, i) for i in range(n)]
     dialogues, turns = rollout_rows(agent, agent_id, seeds, cfg, rated=rated)
     return ExperienceStore(
@@ -162,6 +161,7 @@ def generate(
     agents: list[str] | None = None,
     on_agent: Callable[[str], None] | None = None,
     truth_path: str | Path | None = None,
+    progress: bool = False,
 ) -> dict:
     """Write the store (``dialogues/turns/rejects.parquet``, ``manifest.json``) for the preset's
     agents (or ``agents``) into ``out``, and their truth to ``truth_path`` (default
@@ -176,7 +176,7 @@ def generate(
     partial = out / _PARTIAL / cfg.fingerprint()
     partial.mkdir(parents=True, exist_ok=True)
     bar = None
-    if cfg.progress:
+    if progress:
         from tqdm import tqdm
 
         bar = tqdm(total=len(agent_ids), desc=f"simulate {cfg.preset}", unit="agent")
@@ -206,7 +206,7 @@ def generate(
     truth = pa.Table.from_pylist([t for a in agent_ids for t in per_agent[a]["truth"]], schema=TRUTH_SCHEMA)
     manifest = {
         "source": SOURCE,
-        "simulate": cfg.model_dump(exclude={"progress"}),
+        "simulate": cfg.model_dump(),
         "agent_specs": {a: agent_spec(a) for a in agent_ids},
         "max_agent_turns": cfg.max_agent_turns,
     }

@@ -9,12 +9,10 @@ from __future__ import annotations
 
 import math
 import re
-from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from enigma.params import DEFAULT_PARAMS, section
 
 # Rating names become Parquet column suffixes and SQL identifiers: keep them plain.
 RATING_NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
@@ -110,19 +108,10 @@ class IngestConfig(BaseModel):
     # A dialogue record needs 3 levels and the See 2019 and FED logs 4; hundreds of levels are
     # a broken or hostile export, and near 1,000 Python's JSON parser gives up.
     max_json_depth: int = Field(32, ge=4, le=500)
-    progress: bool = True
     sources: dict[str, SourceSpec] = Field(default_factory=dict)
 
     def source(self, name: str) -> SourceSpec:
         return self.sources.get(name, SourceSpec())
-
-
-def load_ingest_config(path: str | Path = DEFAULT_PARAMS) -> IngestConfig:
-    """The ``ingest`` section of ``params.yaml``; defaults when the file has none."""
-    path = Path(path)
-    if not path.is_file():
-        return IngestConfig()
-    return section(IngestConfig, "ingest", path)
 
 
 def parse_scale_option(option: str) -> tuple[str, RatingScale]:

@@ -58,7 +58,7 @@ def _first_rejects(result: ReadResult, n: int = 5) -> str:
 
 
 def ingest(fmt: str, path: str | Path, out: str | Path, config: IngestConfig | None = None,
-           scales: dict[str, RatingScale] | None = None) -> IngestResult:
+           scales: dict[str, RatingScale] | None = None, *, progress: bool = False) -> IngestResult:
     """Read ``path`` as ``fmt``, validate, and write the store to ``out``. Raises IngestError
     (input unusable) or ValidationFailed (a critical expectation failed)."""
     config = config or IngestConfig()
@@ -67,7 +67,7 @@ def ingest(fmt: str, path: str | Path, out: str | Path, config: IngestConfig | N
     spec = None
     if scales:
         spec = config.source(fmt).with_scales(scales)
-    result = read(fmt, path, config, spec)
+    result = read(fmt, path, config, spec, progress=progress)
     if result.dialogues.num_rows == 0:
         raise IngestError(
             f"{path}: no dialogue could be loaded ({result.n_rejects} record(s) rejected); first rejects:\n  "

@@ -18,11 +18,12 @@ FORMATS = {
 }
 
 
-def read(fmt: str, path: str | Path, config: IngestConfig | None = None, spec: SourceSpec | None = None) -> ReadResult:
+def read(fmt: str, path: str | Path, config: IngestConfig | None = None, spec: SourceSpec | None = None,
+         progress: bool = False) -> ReadResult:
     if fmt not in FORMATS:
         raise IngestError(f"unknown format {fmt!r}; expected one of {sorted(FORMATS)}")
     module = importlib.import_module(f"enigma.store.readers.{FORMATS[fmt]}")
-    return module.read(path, config or IngestConfig(), spec)
+    return module.read(path, config or IngestConfig(), spec, progress_bars=progress)
 
 
 __all__ = ["FORMATS", "IngestError", "ReadResult", "read"]

@@ -75,7 +75,7 @@ def _ratings(annotations, spec: SourceSpec) -> tuple[dict[str, float], dict[str,
     return means, per_worker
 
 
-def read(path: str | Path, config: IngestConfig, spec: SourceSpec | None = None) -> ReadResult:
+def read(path: str | Path, config: IngestConfig, spec: SourceSpec | None = None, progress_bars: bool = False) -> ReadResult:
     spec = spec or config.source(SOURCE)
     path = existing_path(path, "FED data")
     require_scales(spec, SOURCE)
@@ -90,7 +90,7 @@ def read(path: str | Path, config: IngestConfig, spec: SourceSpec | None = None)
         raise IngestError(f"{f}: expected a JSON array of entries, got {type(entries).__name__}")
     builder = StoreBuilder(SOURCE, spec, config)
     builder.inputs = [f]
-    for i, entry in enumerate(progress(entries, desc="fed", enabled=config.progress, unit="entry"), start=1):
+    for i, entry in enumerate(progress(entries, desc="fed", enabled=progress_bars, unit="entry"), start=1):
         dialog_id = f"fed:{i:04d}"
         try:
             if not isinstance(entry, dict):

@@ -56,13 +56,13 @@ def _parse(obj) -> dict:
             "ratings": obj.get("ratings") or {}, "meta": obj.get("meta")}
 
 
-def read(path: str | Path, config: IngestConfig, spec: SourceSpec | None = None) -> ReadResult:
+def read(path: str | Path, config: IngestConfig, spec: SourceSpec | None = None, progress_bars: bool = False) -> ReadResult:
     spec = spec or config.source(SOURCE)
     path = existing_path(path, "JSONL dialogues")
     files = input_files(path, "*.jsonl", "JSONL dialogues")
     builder = StoreBuilder(SOURCE, spec, config)
     builder.inputs = files
     for f in files:
-        lines = progress(iter_lines(f), desc=f.name, enabled=config.progress, unit="line")
+        lines = progress(iter_lines(f), desc=f.name, enabled=progress_bars, unit="line")
         add_json_lines(builder, f, lines, _parse, "dialog_id")
     return builder.build()

@@ -77,7 +77,7 @@ def _drop_invalid_text(store: ExperienceStore, path: Path) -> tuple[ExperienceSt
     return ExperienceStore(keep(store.dialogues), keep(store.turns), store.rejects), rejects
 
 
-def read(path: str | Path, config: IngestConfig, spec: SourceSpec | None = None) -> ReadResult:
+def read(path: str | Path, config: IngestConfig, spec: SourceSpec | None = None, progress_bars: bool = False) -> ReadResult:
     path = existing_path(path, "experience store")
     try:
         store = ExperienceStore.open(path)

@@ -69,13 +69,13 @@ def _parse(obj, spec: SourceSpec) -> dict:
     return {"dialog_id": dialog_id, "agent_id": obj["model_name"], "turns": turns, "ratings": ratings, "meta": meta}
 
 
-def read(path: str | Path, config: IngestConfig, spec: SourceSpec | None = None) -> ReadResult:
+def read(path: str | Path, config: IngestConfig, spec: SourceSpec | None = None, progress_bars: bool = False) -> ReadResult:
     spec = spec or config.source(SOURCE)
     root = _evallog_dir(existing_path(path, "See 2019 evaluation logs"))
     require_scales(spec, SOURCE)
     builder = StoreBuilder(SOURCE, spec, config)
     files = input_files(root, "*.jsonl", "See 2019 evaluation logs")
     builder.inputs = files
-    for f in progress(files, desc="see2019", enabled=config.progress, unit="file"):
+    for f in progress(files, desc="see2019", enabled=progress_bars, unit="file"):
         add_json_lines(builder, f, iter_lines(f), lambda obj: _parse(obj, spec), "assignment_id_hashed")
     return builder.build()

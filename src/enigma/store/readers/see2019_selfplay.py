@@ -47,12 +47,12 @@ def _turns(chat) -> list[tuple[str, object]]:
     return turns
 
 
-def read(path: str | Path, config: IngestConfig, spec: SourceSpec | None = None) -> ReadResult:
+def read(path: str | Path, config: IngestConfig, spec: SourceSpec | None = None, progress_bars: bool = False) -> ReadResult:
     root = _selfplay_dir(existing_path(path, "See 2019 self-play transcripts"))
     builder = StoreBuilder(SOURCE, spec or SourceSpec(), config)
     files = input_files(root, "*.jsonl", "See 2019 self-play transcripts")
     builder.inputs = files
-    for f in progress(files, desc="see2019-selfplay", enabled=config.progress, unit="file"):
+    for f in progress(files, desc="see2019-selfplay", enabled=progress_bars, unit="file"):
         agent = f.stem
         try:
             chats = read_json_document(f)

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from enigma.registry import RegistryError, SeenAgents, read_registry
+from enigma.agents.registry import RegistryError, SeenAgents, read_registry
 
 
 def test_yaml_registry_mapping_and_list(tmp_path):

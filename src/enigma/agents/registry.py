@@ -1,4 +1,5 @@
-"""The agents registry that the nightly job reads, and the record of agents already evaluated.
+"""The agents registry that the nightly job reads (the agents to evaluate, by name and spec),
+and the record of agents already evaluated.
 
 A registry is either
 - a YAML file of named agent specs::

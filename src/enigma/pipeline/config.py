@@ -1,0 +1,164 @@
+"""The typed ``benchmarks``, ``pipeline`` and ``nightly`` sections of params.yaml.
+
+A benchmark is one entry of ``benchmarks``; its paths follow from its name, so that dvc.yaml can
+stamp its stages out with ``foreach`` and the entry says only what differs between benchmarks:
+``<data_dir>/<name>/`` holds ``store``, ``truth.parquet``, ``rollouts``, ``targets``,
+``results`` and ``results_full``; its reports go to ``<report.out_dir>/<name>`` and
+``<name>_full``. Every key of an entry is required: dvc.yaml reads them too, and a key it cannot
+find breaks every stage.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from enigma.rollouts.learned_customer import LearnedCustomerConfig
+
+
+class SourceConfig(BaseModel):
+    """Where a benchmark's rated store comes from: ``simulate`` (the airline simulator: the
+    ``simulate`` section with these keys overridden, e.g. ``{seed: 1}``) or ``ingest`` (a reader
+    of ``enigma.store.readers``, e.g. ``see2019`` or ``jsonl``, reading ``path``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    # What the store is made from, and what its stage depends on: the raw logs (ingest) or the
+    # simulator's code, src/enigma/sim (simulate).
+    path: Path
+    simulate: dict[str, Any] | None = None
+    ingest: str | None = None
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> "SourceConfig":
+        if (self.simulate is None) == (self.ingest is None):
+            raise ValueError("source: give exactly one of 'simulate' (overrides of the simulate section, {} for none) "
+                             "or 'ingest' (the format of the raw logs at 'path')")
+        return self
+
+
+class RolloutsConfig(BaseModel):
+    """The agents' own unrated dialogues, for the estimators of the own-rollouts regime: made by
+    letting each agent talk with a customer learned from the OTHER agents' logged dialogues
+    (``learned_customer``; agents that can run, e.g. the airline sellers), or read from the
+    source's folder (``ingest``: its format, e.g. See 2019's self-play transcripts)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    learned_customer: LearnedCustomerConfig | None = None
+    ingest: str | None = None
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> "RolloutsConfig":
+        if (self.learned_customer is None) == (self.ingest is None):
+            raise ValueError("rollouts: give exactly one of 'learned_customer' or 'ingest' (or rollouts: null for none)")
+        return self
+
+
+class BenchmarkConfig(BaseModel):
+    """One entry of ``benchmarks``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    source: SourceConfig
+    # None: the agents have no rollouts, and own-rollouts estimators cannot run. With rollouts,
+    # only the agents that have some are held out (e.g. See 2019's human baseline has no
+    # self-play: it stays in everyone's experience but is not scored).
+    rollouts: RolloutsConfig | None
+    # How to build a held-out agent: ``{agent}`` is its id, ``{rollouts}`` this benchmark's
+    # rollouts folder (e.g. ``transcripts:{rollouts}?agent={agent}``).
+    agent_spec: str
+    estimators: list[str]  # the main run
+    # The slow ones: their own train stage and results folder, reported beside the main run's in
+    # the full report ([]: none).
+    full_estimators: list[str]
+    # Shown in the report and beside each estimate that uses the agents' replies (e.g. "the bots
+    # are stood in for by their self-play transcripts"); null: none.
+    note: str | None
+
+    @model_validator(mode="after")
+    def _check(self) -> "BenchmarkConfig":
+        both = sorted(set(self.estimators) & set(self.full_estimators))
+        if both:
+            raise ValueError(f"estimators {both} are in both 'estimators' and 'full_estimators'")
+        if self.rollouts is not None and self.rollouts.ingest and self.source.ingest is None:
+            raise ValueError("rollouts: ingest reads the source's folder, so the source must be ingest too")
+        return self
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    """One benchmark with its paths resolved."""
+
+    name: str
+    config: BenchmarkConfig
+    data_dir: Path  # <pipeline.data_dir>/<name>
+    report_root: Path  # report.out_dir
+
+    @property
+    def store(self) -> Path:
+        return self.data_dir / "store"
+
+    @property
+    def truth(self) -> Path:
+        return self.data_dir / "truth.parquet"
+
+    @property
+    def rollouts(self) -> Path | None:
+        return self.data_dir / "rollouts" if self.config.rollouts is not None else None
+
+    @property
+    def targets_dir(self) -> Path:
+        return self.data_dir / "targets"
+
+    def results_dir(self, full: bool = False) -> Path:
+        return self.data_dir / ("results_full" if full else "results")
+
+    def report_dir(self, full: bool = False) -> Path:
+        return self.report_root / (f"{self.name}_full" if full else self.name)
+
+    def estimators(self, full: bool = False) -> list[str]:
+        return list(self.config.full_estimators if full else self.config.estimators)
+
+    def agent_spec(self, agent_id: str) -> str:
+        spec = self.config.agent_spec.replace("{agent}", agent_id)
+        if "{rollouts}" in spec:
+            if self.rollouts is None:
+                raise ValueError(f"benchmarks.{self.name}.agent_spec names {{rollouts}} but the benchmark has none")
+            spec = spec.replace("{rollouts}", str(self.rollouts))
+        return spec
+
+
+class PipelineConfig(BaseModel):
+    """How the stages run: the Prefect flows' task runner, and where benchmarks keep their data."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    data_dir: Path = Path("data")  # benchmark <name> keeps its data in <data_dir>/<name>/
+    # threads: a bounded pool (Prefect's own is unbounded); dask: a local cluster or dask_address
+    runner: Literal["threads", "dask"] = "threads"
+    # The flows' thread pool, and the train stage's estimators in parallel (one process each).
+    max_workers: int = Field(2, ge=1)
+    dask_address: str | None = None  # e.g. tcp://scheduler:8786; None: a local cluster
+    dask_n_workers: int = Field(2, ge=1)
+    retries: int = Field(2, ge=0)  # for steps that call agents (remote agents are flaky)
+    retry_delay_seconds: float = Field(10.0, ge=0)
+
+
+class NightlyConfig(BaseModel):
+    """The nightly job: new agents of a registry, scored on a rated store."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    registry: Path = Path("agents.yaml")  # a YAML file of named specs, or a folder of checkpoints
+    checkpoint_spec: str = "hf:{path}"  # spec of a checkpoint folder entry
+    store: Path = Path("data/airline/store")  # the rated experience the agents are scored on
+    seen: Path = Path("data/work/nightly/seen.json")
+    work_dir: Path = Path("data/work/nightly")
+    report_dir: Path = Path("reports/nightly")
+    estimators: list[str] = ["enigma"]
+    cron: str = "0 2 * * *"
+    deployment: str = "enigma-nightly"

@@ -1,0 +1,59 @@
+"""The report and track stages: a benchmark's leave-one-agent-out report (``summary.json``,
+figures, ``index.html`` in ``<report.out_dir>/<name>``; with ``full``, every estimator of the
+main and the full run side by side in ``<name>_full``) and its MLflow runs (a parent run, a child
+per (estimator, held-out agent), ENIGMA's heads as models)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from enigma.params import Params
+from enigma.pipeline.config import Benchmark
+
+
+def _parts(b: Benchmark, full: bool) -> tuple[list, list[str]]:
+    """The results folders a report reads and the registry names of their estimators."""
+    if not full:
+        return [b.results_dir()], b.estimators()
+    dirs = [b.results_dir()] + ([b.results_dir(full=True)] if b.estimators(full=True) else [])
+    return dirs, b.estimators() + b.estimators(full=True)
+
+
+def report(b: Benchmark, params: Params, full: bool = False, progress: bool = False) -> dict[str, Any]:
+    """Write the report; returns its summary (with ``report_html`` and ``summary_json``)."""
+    from enigma.estimators import build_estimator
+    from enigma.evaluation.report import build_report
+    from enigma.evaluation.truth import read_truth
+
+    dirs, names = _parts(b, full)
+    shown = [build_estimator(n, params).name for n in names]
+    return build_report(dirs, read_truth(b.truth), b.name, b.report_dir(full), params.report, estimators=shown,
+                        note=b.config.note, progress=progress)
+
+
+def track(b: Benchmark, params: Params, summary: dict[str, Any], full: bool = False) -> dict[str, Any]:
+    """Log the reported run to MLflow (``tracking``); returns the run ids, or {} when tracking is
+    off."""
+    from enigma.estimators import build_estimator
+    from enigma.evaluation.report import read_result_dirs
+    from enigma.evaluation.results import artifact_path, read_curves
+    from enigma.tracking import headline_metrics, log_benchmark_run, results_from_report
+
+    cfg = params.tracking
+    if not cfg.enabled:
+        return {}
+    dirs, names = _parts(b, full)
+    rows = read_result_dirs(dirs, [build_estimator(n, params).name for n in names]).to_dict(orient="records")
+    for r in rows:
+        heads = next((p for d in dirs if (p := artifact_path(d, r["estimator"], r["agent_id"], "heads")).is_file()), None)
+        r["heads_path"] = str(heads) if heads else None
+    run_params = {"benchmark": b.name, "store": str(b.store), "estimators": ",".join(names)}
+    for name in names:
+        if name in params.estimators:
+            run_params.update({f"{name}.{k}": v for k, v in params.estimators[name].dice.items()})
+    run = log_benchmark_run(
+        f"{b.name}-full" if full else b.name,
+        results_from_report(rows, summary, read_curves(dirs)),
+        cfg=cfg, run_params=run_params, summary=headline_metrics(summary), report_dir=b.report_dir(full),
+    )
+    return {"parent_run_id": run.parent_run_id, "children": run.child_run_ids, "registered": run.registered}

@@ -1,0 +1,144 @@
+"""The train stage: every estimator of a benchmark (or of its ``full_estimators``) on every
+held-out agent, through the one scoring path (``enigma.evaluation.loao.evaluate_one``), into
+``<data>/<name>/results`` (``results_full``). Each (estimator, agent) result file is written as
+it finishes and reused while its inputs are unchanged, so an interrupted stage resumes.
+
+``pipeline.max_workers`` estimators run at a time, each in its own process with one torch thread
+(on 2 cores, two torch threads per process ran several times slower:
+benchmarks/results/ope_speed.md), after one shared encode step that puts every text of the store,
+the rollouts and the sampled replies into the embedding cache, so that the workers never encode
+the same text twice.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Any
+
+from enigma.contracts import Regime
+from enigma.params import Params
+from enigma.pipeline.config import Benchmark
+from enigma.pipeline.sample import read_targets
+from enigma.pipeline.store import heldout_agents
+
+
+def sources(b: Benchmark, agent_targets, rollouts):
+    """What the held-out protocol may give an estimator about the agent: its sampled replies,
+    its own rollouts, and the benchmark's note beside estimates from its replies."""
+    from enigma.evaluation.heldout import HeldOutSources
+
+    def own_rollouts(agent: str):
+        got = rollouts.filter_agents(keep={agent})
+        if got.dialogues.num_rows == 0:
+            raise ValueError(f"agent {agent!r} has no dialogues in the rollouts store")
+        return got
+
+    return HeldOutSources(
+        target_actions=(lambda _agent, _experience: agent_targets) if agent_targets is not None else None,
+        rollouts=own_rollouts if rollouts is not None else None,
+        labels={Regime.REPLIES_AT_LOGGED_STATES.value: b.config.note} if b.config.note else {},
+    )
+
+
+def estimate_agent(b: Benchmark, est, agent_id: str, targets, store, rollouts, results_dir) -> list[dict[str, Any]]:
+    """One (estimator, held-out agent) result, as rows (one per rating)."""
+    from enigma.evaluation.loao import evaluate_one
+
+    rows, _ = evaluate_one(store, est, agent_id, sources(b, targets, rollouts), results_dir)
+    return rows.to_dict(orient="records")
+
+
+def train_estimator(b: Benchmark, params: Params, name: str, full: bool = False, progress: bool = False,
+                    results_dir=None) -> int:
+    """Every held-out agent with one estimator (built once: its encoder is reused), into the
+    benchmark's results folder (or ``results_dir``); returns how many (estimator, agent) runs
+    failed. A failure (e.g. a diverged run) is written as the agent's result, so the report
+    lists it and the next run retries it."""
+    from tqdm.auto import tqdm
+
+    from enigma.estimators import build_estimator
+    from enigma.evaluation.results import record_failure
+    from enigma.store.experience import ExperienceStore
+
+    store = ExperienceStore.open(b.store)
+    agents, _ = heldout_agents(b)
+    rollouts = ExperienceStore.open(b.rollouts) if b.rollouts is not None else None
+    results_dir = results_dir or b.results_dir(full)
+    est = build_estimator(name, params)
+    needs = Regime.REPLIES_AT_LOGGED_STATES in est.regimes
+    failures = 0
+    for a in tqdm(agents, desc=f"{b.name}: {est.name}", unit="agent", disable=not progress):
+        targets = read_targets(b, a) if needs else None  # missing: the sample stage has not run (an error, not a result)
+        t0 = time.perf_counter()
+        try:
+            estimate_agent(b, est, a, targets, store, rollouts, results_dir)
+        except Exception as exc:
+            failures += 1
+            record_failure(results_dir, est, a, store.rating_names, exc)
+            tqdm.write(f"{est.name} / {a}: FAILED ({type(exc).__name__}: {str(exc)[:300]})")
+            continue
+        tqdm.write(f"{est.name} / {a}: {time.perf_counter() - t0:.1f}s")
+        sys.stdout.flush()
+    return failures
+
+
+def _one_torch_thread() -> None:
+    # Workers share the machine's cores: one thread each, or they oversubscribe them.
+    import torch
+
+    torch.set_num_threads(1)
+
+
+def warm_embeddings(b: Benchmark, params: Params, progress: bool = False) -> dict[str, Any]:
+    """The encode step, once, before the workers start: every utterance of the store and the
+    rollouts and every sampled reply into the shared embedding cache."""
+    import pyarrow.parquet as pq
+
+    from enigma.encoders.warm import store_texts, warm_cache
+    from enigma.store.experience import ExperienceStore
+
+    cache = params.encode.embedding_cache(progress=progress)
+    targets = [(str(f), pq.read_table(f)) for f in sorted(b.targets_dir.glob("*.parquet"))]
+    stats = warm_cache(cache, ExperienceStore.open(b.store), targets)
+    if b.rollouts is not None:
+        cache.embed(store_texts(ExperienceStore.open(b.rollouts)))
+    return stats.as_dict()
+
+
+def train(b: Benchmark, params: Params, full: bool = False, progress: bool = False, say=print) -> dict[str, Any]:
+    """Every estimator of the benchmark (``full``: of its ``full_estimators``) on every held-out
+    agent; returns how many estimators, agents and failed runs."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    from enigma.estimators import build_estimator, uses_embedding_cache
+
+    names = b.estimators(full)
+    built = [build_estimator(n, params) for n in names]  # cheap: models load on first use
+    for est in built:
+        if Regime.OWN_ROLLOUTS in est.regimes and b.rollouts is None:
+            raise ValueError(f"benchmarks.{b.name}: {est.name} needs the agents' rollouts, but the benchmark has none "
+                             "(rollouts: null)")
+    b.results_dir(full).mkdir(parents=True, exist_ok=True)
+    agents, left_out = heldout_agents(b)
+    if left_out:
+        say(f"experience only (not held out: no rollouts to act them): {', '.join(left_out)}")
+    workers = min(params.pipeline.max_workers, len(names))
+    t0 = time.perf_counter()
+    if workers <= 1:
+        failures = sum(train_estimator(b, params, n, full, progress) for n in names)
+    else:
+        if any(uses_embedding_cache(est, params) for est in built):
+            stats = warm_embeddings(b, params, progress)
+            say(f"embedding cache: {stats['texts']} texts, {stats['newly_encoded']} newly encoded -> {stats['cache_dir']}")
+        say(f"{b.name}: {len(names)} estimators x {len(agents)} agents, {workers} at a time")
+        # spawn: a forked child would inherit torch's thread pool state from the parent
+        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
+                                 initializer=_one_torch_thread) as pool:
+            futures = [pool.submit(train_estimator, b, params, n, full, False) for n in names]
+            failures = sum(f.result() for f in futures)
+    say(f"{b.name}: trained {len(names)} estimator(s) in {time.perf_counter() - t0:.0f}s -> {b.results_dir(full)}")
+    if failures:
+        say(f"{failures} (estimator, agent) run(s) failed; the report lists them; the next run retries them")
+    return {"estimators": names, "agents": agents, "failures": failures}

@@ -1,0 +1,75 @@
+"""A benchmark entry of params.yaml: what it must say, and the paths and agents that follow."""
+
+from __future__ import annotations
+
+import pytest
+
+from enigma.params import Params, ParamsError
+from tests.pipeline.conftest import AGENT_SPEC, build_store
+
+ENTRY = {"source": {"ingest": "parquet", "path": "raw"}, "rollouts": None, "agent_spec": AGENT_SPEC,
+         "estimators": ["experience-mean"], "full_estimators": [], "note": None}
+
+
+def _params(**entry) -> Params:
+    return Params.from_dict({"pipeline": {"data_dir": "d"}, "report": {"out_dir": "r"}, "benchmarks": {"b": {**ENTRY, **entry}}})
+
+
+def test_paths_follow_from_the_name():
+    b = _params().benchmark("b")
+    assert (str(b.store), str(b.truth), str(b.targets_dir)) == ("d/b/store", "d/b/truth.parquet", "d/b/targets")
+    assert (str(b.results_dir()), str(b.results_dir(full=True))) == ("d/b/results", "d/b/results_full")
+    assert (str(b.report_dir()), str(b.report_dir(full=True))) == ("r/b", "r/b_full")
+    assert b.rollouts is None
+    with_rollouts = _params(rollouts={"ingest": "see2019-selfplay"}, agent_spec="transcripts:{rollouts}?agent={agent}").benchmark("b")
+    assert with_rollouts.agent_spec("x") == "transcripts:d/b/rollouts?agent=x"
+    with pytest.raises(ValueError, match=r"names \{rollouts\} but the benchmark has none"):
+        _params(agent_spec="transcripts:{rollouts}?agent={agent}").benchmark("b").agent_spec("x")
+
+
+@pytest.mark.parametrize("change, says", [
+    ({"source": {"path": "raw"}}, "exactly one of 'simulate'"),
+    ({"source": {"path": "raw", "ingest": "jsonl", "simulate": {}}}, "exactly one of 'simulate'"),
+    ({"rollouts": {}}, "exactly one of 'learned_customer' or 'ingest'"),
+    ({"full_estimators": ["experience-mean"]}, r"in both 'estimators' and 'full_estimators'"),
+    ({"source": {"path": "src/enigma/sim", "simulate": {}}, "rollouts": {"ingest": "see2019-selfplay"}}, "the source must be ingest too"),
+])
+def test_a_bad_entry_is_one_error_that_names_the_section(change, says):
+    with pytest.raises(ParamsError, match=f"(?s)section 'benchmarks'.*{says}"):
+        _params(**change)
+
+
+def test_every_key_of_an_entry_is_needed_because_dvc_reads_them():
+    entry = dict(ENTRY)
+    del entry["note"]
+    with pytest.raises(ParamsError, match="(?s)section 'benchmarks'.*note"):
+        Params.from_dict({"benchmarks": {"b": entry}})
+
+
+def test_with_rollouts_only_the_agents_that_have_some_are_held_out(tmp_path):
+    from enigma.pipeline.store import heldout_agents
+    from enigma.store.experience import ExperienceStore
+
+    params = Params.from_dict({"pipeline": {"data_dir": str(tmp_path)}, "benchmarks": {"b": {**ENTRY, "rollouts": {"ingest": "x"}}}})
+    b = params.benchmark("b")
+    build_store().write(b.store)
+    full = ExperienceStore.open(b.store)
+    full.filter_agents(drop={"a5"}).write(b.rollouts)  # a5 (e.g. a human baseline) has no self-play
+    assert heldout_agents(b) == (["a1", "a2", "a3", "a4"], ["a5"])
+
+
+def test_the_store_stage_writes_the_truth_the_report_used_to_compute(tmp_path):
+    """Human-data truth went from the report (truth_from_store on the store) to the store stage
+    (truth.parquet): the report reads back exactly the same table."""
+    from enigma.evaluation.truth import read_truth, truth_from_store
+    from enigma.pipeline.store import build_store as run_store_stage
+    from enigma.store.experience import ExperienceStore
+
+    build_store().write(tmp_path / "raw")
+    params = Params.from_dict({"pipeline": {"data_dir": str(tmp_path / "d")},
+                               "benchmarks": {"b": {**ENTRY, "source": {"ingest": "parquet", "path": str(tmp_path / "raw")}}}})
+    b = params.benchmark("b")
+    run_store_stage(b, params)
+    computed = truth_from_store(ExperienceStore.open(b.store))
+    read = read_truth(b.truth)
+    assert read.drop(columns="n").equals(computed.drop(columns="n")) and list(read.n) == list(computed.n)
