@@ -82,6 +82,8 @@ class EstimateResult:
       scale (NaN where the estimator has none for a rating; the runner records why).
     - ``unnormalised``, ``ess``: per rating, where the estimator has them (ENIGMA: the estimate
       without post-normalisation and the effective sample size of its weights).
+    - ``intervals``: per rating, a sampling interval ``(low, high)`` of the estimate where the
+      estimator has one (ENIGMA with ``dice.interval_resamples``: the dialogue bootstrap).
     - ``diagnostics``: JSON-able facts about the run (sizes, solver state, ``converged``).
     - ``curve``: a learning curve, one row per logged step (a ``run`` column when there are
       several runs), or None.
@@ -92,6 +94,7 @@ class EstimateResult:
     estimates: Mapping[str, float]
     unnormalised: Mapping[str, float] = field(default_factory=dict)
     ess: Mapping[str, float] = field(default_factory=dict)
+    intervals: Mapping[str, "tuple[float, float] | None"] = field(default_factory=dict)
     diagnostics: Mapping[str, Any] = field(default_factory=dict)
     curve: "pd.DataFrame | None" = None
     artifacts: Mapping[str, Any] = field(default_factory=dict)

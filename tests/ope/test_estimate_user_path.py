@@ -62,6 +62,10 @@ def test_the_tabular_problem_through_the_cli_is_exact_with_the_default_params(ta
             e = est["targets"][t][rating]["estimate"]
             assert abs(e - saddle[rating]) < 0.002, (t, rating, e, saddle[rating])  # the solver: the logs' own answer
             assert abs(e - exact[rating]) < 0.02, (t, rating, e, exact[rating])  # the truth, within the logs' error
+            # the sampling interval (params.yaml's dialogue bootstrap) holds the exact value and is useful
+            lo, hi = est["targets"][t][rating]["interval"]
+            assert lo <= exact[rating] <= hi and hi - lo <= 0.10, (t, rating, lo, hi, exact[rating])
+            assert f"{rating}={e:.4f} [{lo:.3f}, {hi:.3f}]" in r.stdout
 
 
 def test_a_run_that_did_not_converge_is_flagged_and_exits_3(tmp_path):

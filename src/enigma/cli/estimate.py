@@ -3,10 +3,12 @@
 Each target is scored as a held-out agent of the benchmarks is (``evaluate_one``): the store
 without the target's own rated dialogues (if it has any under that name) and without
 ``--exclude-agents``. Writes ``<out>/estimates.json`` (``{"targets": {name: {rating: {estimate,
-unnormalised, ess}}}, "converged": {name: true | false | null}, "diagnostics": {name: ...}}``)
+unnormalised, ess, interval}}}, "converged": {name: true | false | null}, "diagnostics": {name: ...}}``)
 and, per target, the runner's result file with its learning curve and trained heads beside it
 (``<out>/results/<estimator>/<name>.json``, ``.curve.parquet``, ``.heads.pt``); a rerun with the
-same data and settings reuses a finished target (so an interrupted run resumes).
+same data and settings reuses a finished target (so an interrupted run resumes). ``interval`` is
+the estimate's sampling interval ``[low, high]`` (``dice.interval_resamples`` resamples of the
+logged dialogues, each refitted: ``enigma.ope.bootstrap``), null where there is none.
 
 An estimate whose solver did not converge is written, flagged ``converged: false``, shown as NOT
 CONVERGED, and the command exits 3: such a number is never reported silently. A run that
@@ -129,7 +131,8 @@ def run_estimate(
         score = score_agent(store, estimator, name, table, out / "results", exclude=sorted(excluded))
         results[name] = {
             "estimates": {r: {"estimate": score["estimates"][r], "unnormalised": (score["unnormalised"] or {}).get(r),
-                              "ess": (score["ess"] or {}).get(r)} for r in score["estimates"]},
+                              "ess": (score["ess"] or {}).get(r), "interval": score["intervals"].get(r)}
+                          for r in score["estimates"]},
             "converged": converged(score["diagnostics"], list(score["estimates"])),
             "diagnostics": dict(score["diagnostics"], excluded_agents=drop),
         }
@@ -151,6 +154,14 @@ def converged(diagnostics: dict, ratings: list[str]) -> bool | None:
     if any(f is False for f in flags):
         return False
     return True if flags and all(f is True for f in flags) else None
+
+
+def _shown(rating: str, e: dict) -> str:
+    """``reward=0.8123 [0.78, 0.84] (ess 492)``: the estimate, its interval where there is one."""
+    value = "n/a" if e["estimate"] is None else f"{e['estimate']:.4f}"
+    interval = f" [{e['interval'][0]:.3f}, {e['interval'][1]:.3f}]" if e.get("interval") else ""
+    ess = f" (ess {e['ess']:.0f})" if e.get("ess") is not None else ""
+    return f"{rating}={value}{interval}{ess}"
 
 
 def _why_not(diagnostics: dict) -> str:
@@ -196,9 +207,7 @@ def register(app: typer.Typer) -> None:
         )
         for name, ests in summary["targets"].items():
             verdict = {False: "  NOT CONVERGED: " + _why_not(summary["diagnostics"][name]), None: ""}.get(summary["converged"][name], "")
-            typer.echo(name + ": " + ", ".join(
-                f"{r}=" + ("n/a" if e["estimate"] is None else f"{e['estimate']:.4f}") + f" (ess {e['ess']:.0f})" for r, e in ests.items()
-            ) + verdict)
+            typer.echo(name + ": " + ", ".join(_shown(r, e) for r, e in ests.items()) + verdict)
         typer.echo(f"wrote {out / 'estimates.json'}")
         stuck = [n for n, c in summary["converged"].items() if c is False]
         if stuck:

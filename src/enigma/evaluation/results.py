@@ -31,6 +31,8 @@ RESULT_COLUMNS = [
     "estimate",
     "unnormalised",
     "ess",
+    "interval_low",
+    "interval_high",
     "regime",
     "labels",
     "diagnostics",
@@ -87,6 +89,11 @@ def _per_rating(values: Mapping[str, Any], rating: str) -> float | None:
     return None if v is None else float(v)
 
 
+def _bound(intervals: Mapping[str, Any], rating: str, side: int) -> float | None:
+    got = intervals.get(rating)
+    return None if got is None or got[side] is None else float(got[side])
+
+
 def result_rows(
     result: Any,
     estimator: Estimator,
@@ -128,6 +135,8 @@ def result_rows(
             "estimate": v,
             "unnormalised": _per_rating(result.unnormalised, r),
             "ess": _per_rating(result.ess, r),
+            "interval_low": _bound(result.intervals, r, 0),
+            "interval_high": _bound(result.intervals, r, 1),
             "regime": ",".join(regime_names(estimator)),
             "labels": json.dumps(dict(labels), sort_keys=True),
             "diagnostics": json.dumps(diagnostics, sort_keys=True, default=str),
@@ -180,7 +189,7 @@ def record_failure(
     rows = [
         {
             "estimator": estimator.name, "agent_id": agent_id, "rating": r, "estimate": float("nan"),
-            "unnormalised": None, "ess": None, "regime": ",".join(regime_names(estimator)),
+            "unnormalised": None, "ess": None, "interval_low": None, "interval_high": None, "regime": ",".join(regime_names(estimator)),
             "labels": "{}", "diagnostics": "{}", "n_experience_dialogues": None, "seconds": None, "error": message,
         }
         for r in ratings

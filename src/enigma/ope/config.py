@@ -12,6 +12,10 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 
+# settings that change nothing while interval_resamples is 0: left out of a fingerprint then
+INTERVAL_FIELDS = frozenset({"interval_resamples", "interval_level", "interval_tol", "interval_steps"})
+
+
 class DiceConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
@@ -40,6 +44,13 @@ class DiceConfig(BaseModel):
     solver: Literal["gda", "exact_nu"] = "gda"
     solver_tol: float = Field(1e-6, gt=0, description="exact_nu: inner problems solved when every |d(4 alpha_nu A)/dparam| is below this")
     constraint_tol: float = Field(1e-6, gt=0, description="exact_nu: converged when every E_D[zeta | slot] is within 1 +- this")
+
+    # ---- sampling interval (exact_nu): the bootstrap over logged dialogues (enigma/ope/bootstrap.py)
+    interval_resamples: int = Field(0, ge=0, description="resamples of the logged dialogues, each refitted; 0 = no interval")
+    interval_level: float = Field(0.95, gt=0, lt=1, description="the interval's nominal coverage")
+    interval_tol: float = Field(1e-3, gt=0, description="a resample's refit stops once every slot mass is within 1 +- this "
+                                "(and every |gradient| below 100 solver_tol)")
+    interval_steps: int = Field(100, ge=1, description="Newton steps per resample at most")
 
     # ---- optimiser ----------------------------------------------------------------------
     optimizer: Literal["adamw", "sgd"] = "adamw"
@@ -110,6 +121,13 @@ class DiceConfig(BaseModel):
             missing = [k for k, ok in needs.items() if not ok]
             if missing:
                 raise ValueError("solver exact_nu needs " + "; ".join(missing))
+        if self.interval_resamples and self.solver != "exact_nu":
+            raise ValueError(
+                "interval_resamples > 0 needs solver exact_nu (each resample is refitted from the full fit's "
+                "solution in a few Newton steps; gradient descent-ascent would retrain from scratch)"
+            )
+        if 0 < self.interval_resamples < 20:
+            raise ValueError(f"interval_resamples {self.interval_resamples}: a percentile interval needs at least 20 (or 0: none)")
         if self.warmup_steps >= self.steps and self.schedule == "inverse_sqrt":
             raise ValueError(f"warmup_steps ({self.warmup_steps}) must be below steps ({self.steps})")
         return self

@@ -22,7 +22,7 @@ import torch
 from enigma.contracts import EstimateResult, HeldOutAgent, Regime, Turn
 from enigma.encoders.base import DialogueActions, PairEncoder
 from enigma.encoders.config import EncodeConfig
-from enigma.ope.config import DiceConfig
+from enigma.ope.config import INTERVAL_FIELDS, DiceConfig
 from enigma.ope.padding import check_tmax
 from enigma.ope.problem import DiceData
 from enigma.ope.trainer import DiceRun, train_dice
@@ -175,6 +175,7 @@ class EnigmaResult:
     diagnostics: dict[str, Any]
     curves: dict[str, list[dict[str, Any]]]  # run name ("all" or the rating) -> learning curve
     runs: dict[str, DiceRun] = field(default_factory=dict, repr=False)
+    intervals: dict[str, list[float] | None] = field(default_factory=dict)  # rating -> bootstrap [low, high]
 
     @property
     def converged(self) -> bool | None:
@@ -194,13 +195,22 @@ class EnigmaResult:
         frames = [pd.DataFrame(list(rows)).assign(run=str(run)) for run, rows in self.curves.items() if len(rows)]
         heads = {k: r.heads for k, r in self.runs.items() if r.heads is not None}
         module = next(iter(heads.values())) if len(heads) == 1 else torch.nn.ModuleDict(heads) if heads else None
+        artifacts: dict[str, Any] = {"heads": module} if module is not None else {}
+        draws = {r: d for run_name, run in self.runs.items() for r, d in run.draws.items() if run_name in ("all", r)}
+        if draws:
+            # the resamples' estimates, so that two targets scored on the same logs (same
+            # dialogues, seed and resamples) can be compared paired (enigma.ope.bootstrap)
+            cfg = next(iter(self.runs.values())).bootstrap
+            artifacts["bootstrap"] = {"n_dialogues": int(self.diagnostics["n_dialogues"]), "seed": int(cfg["seed"]),
+                                      "draws": {r: torch.as_tensor(d, dtype=torch.float64) for r, d in draws.items()}}
         return EstimateResult(
             estimates={r: e["estimate"] for r, e in self.estimates.items()},
             unnormalised={r: e["unnormalised"] for r, e in self.estimates.items()},
             ess={r: e["ess"] for r, e in self.estimates.items()},
+            intervals={r: tuple(i) for r, i in self.intervals.items() if i is not None},
             diagnostics=self.diagnostics,
             curve=pd.concat(frames, ignore_index=True) if frames else None,
-            artifacts={"heads": module} if module is not None else {},
+            artifacts=artifacts,
         )
 
 
@@ -229,7 +239,9 @@ class EnigmaEstimator:
     def fingerprint(self) -> str:
         """What a saved leave-one-agent-out result depends on: the DICE settings and the
         encoder settings that change the pair vectors (not where the cache lives)."""
-        return json.dumps({"dice": self.config.model_dump(mode="json"),
+        # interval settings change nothing while there is no interval: earlier results stay valid
+        skip = set() if self.config.interval_resamples else set(INTERVAL_FIELDS)
+        return json.dumps({"dice": self.config.model_dump(mode="json", exclude=skip),
                            "encoder": encoder_settings(self.config, self.encode)}, sort_keys=True)
 
     def encoder(self) -> PairEncoder:
@@ -257,12 +269,14 @@ class EnigmaEstimator:
             for j, name in enumerate(paired.rating_names):
                 runs[name] = train_dice(encoder, prepared, data, cfg, reward_index=j, progress=self.progress, desc=f"{target.agent_id}/{name}")
             estimates = {n: runs[n].estimates[n] for n in paired.rating_names}
+            intervals = {n: runs[n].intervals.get(n) for n in paired.rating_names}
         else:
             runs["all"] = train_dice(encoder, prepared, data, cfg, progress=self.progress, desc=target.agent_id)
             estimates = runs["all"].estimates
+            intervals = dict(runs["all"].intervals)
         diagnostics = {name: run.diagnostics() for name, run in runs.items()}
         diagnostics["n_dialogues"] = len(paired.dialogues)
         diagnostics.update(encoder.diagnostics(prepared))
         diagnostics["skipped"] = {k: len(v) for k, v in paired.skipped.items()}
         diagnostics["config"] = cfg.model_dump(mode="json")
-        return EnigmaResult(target.agent_id, estimates, diagnostics, {n: r.curve for n, r in runs.items()}, runs)
+        return EnigmaResult(target.agent_id, estimates, diagnostics, {n: r.curve for n, r in runs.items()}, runs, intervals)

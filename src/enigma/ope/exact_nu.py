@@ -276,10 +276,14 @@ def fit_exact_nu(
     reward_index: int | None = None,
     progress: bool = True,
     desc: str = "dice",
+    warm_mu: float | None = None,
+    warn: bool = True,
 ) -> tuple[DiceHeads, list[dict[str, Any]], dict[str, Any]]:
     """Fit zeta's parameters of ``heads`` on fixed features (all dialogues at once). Returns the
     heads (float32; nu at its exact optimum u*, lambda the multipliers), the learning curve and
-    the solver's summary (iterations, final gradient and constraint gap, converged)."""
+    the solver's summary (iterations, final gradient and constraint gap, converged, the final
+    penalty weight ``mu``). ``warm_mu``: start from the multipliers in ``heads.lam`` with this
+    penalty weight (a refit near a known solution, e.g. a bootstrap resample) instead of zero."""
     device, dt = logged.device, torch.float64
     problem = ZetaProblem(logged, target, data, cfg, reward_index)
     parts_of, d = problem.parts, problem.feature_dim
@@ -290,6 +294,10 @@ def fit_exact_nu(
         ]).to(dt)
     lam = torch.zeros(cfg.tmax if cfg.lambda_per_slot else 1, dtype=dt, device=device)
     mu, last_gap = MU_START, math.inf
+    if warm_mu is not None:
+        with torch.no_grad():
+            lam = -heads.lam.detach().to(device=device, dtype=dt).reshape(lam.shape)  # stored sign-flipped
+        mu = warm_mu
 
     curve: list[dict[str, Any]] = []
     iterations, grad_max, gap_max, stalled = 0, math.inf, math.inf, False
@@ -344,7 +352,7 @@ def fit_exact_nu(
         # to the minimisation of F, so the sign flips
         heads.lam = torch.nn.Parameter(-lam.clone())
     converged = grad_max <= cfg.solver_tol and gap_max <= cfg.constraint_tol
-    if not converged:
+    if not converged and warn:
         log.warning(
             "%s: exact_nu stopped at %d iterations with max |gradient| %.2g (solver_tol %.2g) and max |E_D[zeta|slot] - 1| "
             "%.2g (constraint_tol %.2g)%s", desc, iterations, grad_max, cfg.solver_tol, gap_max, cfg.constraint_tol,
@@ -358,6 +366,7 @@ def fit_exact_nu(
         "converged": converged,
         "flow_residual": curve[-1]["flow_residual"],
         "objective": curve[-1]["loss"],
+        "mu": mu,
     }
     return heads.float(), curve, summary
 

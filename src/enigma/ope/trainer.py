@@ -13,6 +13,7 @@ import numpy as np
 import torch
 
 from enigma.encoders.base import PairEncoder
+from enigma.ope.bootstrap import bootstrap_estimates, percentile_interval
 from enigma.ope.config import DiceConfig
 from enigma.ope.diagnostics import evaluate
 from enigma.ope.estimates import effective_sample_size, rating_estimates
@@ -36,6 +37,9 @@ class DiceRun:
     curve: list[dict[str, Any]] = field(default_factory=list)  # the learning-curve table
     heads: DiceHeads | None = None
     solver: dict[str, Any] = field(default_factory=dict)  # exact_nu: iterations, final gradient, converged
+    intervals: dict[str, list[float] | None] = field(default_factory=dict)  # rating -> [low, high] (bootstrap)
+    bootstrap: dict[str, Any] = field(default_factory=dict)  # resamples, converged share, standard errors
+    draws: dict[str, np.ndarray] = field(default_factory=dict, repr=False)  # rating -> the resamples' estimates
 
     def diagnostics(self) -> dict[str, Any]:
         return {
@@ -47,6 +51,7 @@ class DiceRun:
             "nu_pad_minus_slot0": [float(x - self.nu_pad[0]) for x in self.nu_pad],
             "steps": self.steps_run,
             **self.solver,
+            **({"bootstrap": self.bootstrap} if self.bootstrap else {}),
         }
 
 
@@ -83,7 +88,25 @@ def train_dice(
         sol = solve_exact_nu(heads, feats, data, cfg, reward_index=reward_index, progress=progress, desc=desc)
     else:
         sol = solve_gda(encoder, prepared, heads, feats, data, cfg, reward_index=reward_index, progress=progress, desc=desc)
-    return final_run(sol.heads, sol.features, data, cfg, sol.steps, sol.curve, sol.summary)
+    run = final_run(sol.heads, sol.features, data, cfg, sol.steps, sol.curve, sol.summary)
+    if cfg.interval_resamples:
+        add_intervals(run, sol.features, data, cfg, reward_index=reward_index, desc=desc)
+    return run
+
+
+def add_intervals(run: DiceRun, feats: Features, data: DiceData, cfg: DiceConfig, *, reward_index: int | None, desc: str) -> None:
+    """The bootstrap's percentile interval of every rating's estimate (``enigma.ope.bootstrap``)."""
+    logged, target = feats(None)
+    boot = bootstrap_estimates(run.heads, logged, target, data, cfg, reward_index=reward_index, warm_mu=run.solver.get("mu"), desc=desc)
+    run.draws = boot["draws"]
+    run.intervals = {r: percentile_interval(d, cfg.interval_level) for r, d in boot["draws"].items()}
+    run.bootstrap = {
+        "method": "dialogue bootstrap, percentile; each resample refitted from the full fit",
+        "resamples": cfg.interval_resamples, "level": cfg.interval_level, "seed": cfg.seed,
+        "failed": boot["failed"], "unconverged": boot["unconverged"], "mass_gap_max": boot["mass_gap_max"],
+        "mean_iterations": boot["mean_iterations"],
+        "se": {r: float(np.std(d, ddof=1)) if len(d) > 1 else None for r, d in boot["draws"].items()},
+    }
 
 
 def final_run(

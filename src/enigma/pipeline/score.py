@@ -27,7 +27,7 @@ def score_agent(
     exclude: Sequence[str] = (),
 ) -> dict[str, Any]:
     """One agent with one estimator, from its replies at the store's logged states. Returns
-    ``{"estimator", "estimates", "unnormalised", "ess", "diagnostics", "errors", "resumed"}``
+    ``{"estimator", "estimates", "unnormalised", "ess", "intervals", "diagnostics", "errors", "resumed"}``
     (per rating; a rating without an estimate is None, with the reason in ``errors``)."""
     from enigma.evaluation.errors import EvaluationError
     from enigma.evaluation.heldout import HeldOutSources
@@ -53,8 +53,17 @@ def score_agent(
         "estimates": {r["rating"]: (None if r["error"] else float(r["estimate"])) for r in records},
         "unnormalised": per_rating("unnormalised"),
         "ess": per_rating("ess"),
+        "intervals": {r["rating"]: _interval(r) for r in records},
         "diagnostics": json.loads(records[0]["diagnostics"]) if records else {},
         "errors": {r["rating"]: r["error"] for r in records if r["error"]},
         "n_experience_dialogues": records[0]["n_experience_dialogues"] if records else None,
         "resumed": resumed,
     }
+
+
+def _interval(record: dict[str, Any]) -> list[float] | None:
+    """A result row's sampling interval, or None where the estimator gave none."""
+    lo, hi = record.get("interval_low"), record.get("interval_high")
+    if lo is None or hi is None or not (math.isfinite(lo) and math.isfinite(hi)):
+        return None
+    return [float(lo), float(hi)]
