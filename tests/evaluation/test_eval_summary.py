@@ -11,7 +11,7 @@ import pytest
 from enigma.evaluation.config import ReportConfig
 from enigma.evaluation.errors import EvaluationError
 from enigma.evaluation.report import write_report
-from enigma.evaluation.summary import PER_RATING_KEYS, build_summary, read_summary
+from enigma.evaluation.summary import INTERVAL_KEYS, PER_RATING_KEYS, build_summary, read_summary
 from enigma.evaluation.truth import check_truth, read_truth, truth_from_store
 
 FAST = ReportConfig(bootstrap_resamples=100, plots=False)
@@ -38,7 +38,10 @@ def test_summary_has_the_issue_shape():
     for name in ("enigma", "bleu"):
         e = s["estimators"][name]
         for r in s["ratings"]:
-            assert set(e[r]) == set(PER_RATING_KEYS)
+            assert set(e[r]) == set(PER_RATING_KEYS) | set(INTERVAL_KEYS)
+            # 7 other agents cannot make a 95% conformal interval (it takes 19): unbounded, always covers
+            assert e[r]["interval_coverage"] == {"sampling": None, "conformal": 1.0}
+            assert e[r]["interval_mean_width"] == {"sampling": None, "conformal": None}
             assert len(e[r]["pearson_ci95"]) == 2
         assert isinstance(e["mean_pearson"], float) and isinstance(e["mean_spearman"], float)
         assert e["regime"] == ["replies-at-logged-states"] and e["labels"] == {"note": name}

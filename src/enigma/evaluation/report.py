@@ -72,6 +72,23 @@ correlates &minus;1 with truth by construction.</p>
 {% for r in s.ratings %}<td title="Pearson CI {{ ci(e[r].pearson_ci95) }}">{{ f(e[r].pearson) }} / {{ f(e[r].spearman) }} / {{ f(e[r].kendall) }} ({{ f(e[r].spread_ratio) }})</td>{% endfor %}</tr>
 {% endfor %}</table>
 
+<h2>How sure is each estimate: per-agent intervals and their coverage</h2>
+<p>Two {{ (s.settings.confidence * 100) | round | int }}% intervals per agent. <b>Sampling</b>: {{ s.settings.agent_interval.sampling }}
+(only where the estimator gives one); it is blind to the estimator's bias. <b>Conformal</b>: {{ s.settings.agent_interval.conformal }}
+(unbounded with fewer than 19 other agents). Coverage: the share of agents whose truth lies inside their interval; width: the mean
+width.</p>
+<table><tr><th>estimator</th>{% for r in s.ratings %}<th>{{ r }}: conformal coverage / width</th><th>{{ r }}: sampling coverage / width</th>{% endfor %}</tr>
+{% for name in order %}{% set e = s.estimators[name] %}<tr><td class="name">{{ name }}</td>
+{% for r in s.ratings %}<td>{{ f(e[r].interval_coverage.conformal) }} / {{ f(e[r].interval_mean_width.conformal) }}</td>
+<td>{% if e[r].interval_coverage.sampling is none %}none{% else %}{{ f(e[r].interval_coverage.sampling) }} / {{ f(e[r].interval_mean_width.sampling) }}{% endif %}</td>{% endfor %}</tr>
+{% endfor %}</table>
+{% if s.agent_intervals %}{% set ai = s.agent_intervals %}
+{% for r, cells in ai.ratings.items() %}<details{% if loop.first %} open{% endif %}><summary>{{ ai.estimator }}, {{ r }}: every agent's intervals</summary>
+<table><tr><th>agent</th><th>truth</th><th>estimate</th><th>sampling interval</th><th>conformal interval</th></tr>
+{% for agent, c in cells.items() %}<tr><td class="name">{{ agent }}</td><td>{{ f(c.truth) }}</td><td>{{ f(c.estimate) }}</td>
+<td>{{ iv(c.sampling, c.truth) }}</td><td>{{ iv(c.conformal, c.truth) }}</td></tr>{% endfor %}
+</table></details>{% endfor %}{% endif %}
+
 <h2>How reliable the truth is</h2>
 <p>reliability = 1 &minus; mean(stderr&sup2;) / var(true values across agents); &radic;reliability is
 the Pearson correlation a perfect estimator could expect against these noisy true values.</p>
@@ -109,6 +126,16 @@ def _ci(c: Any) -> str:
     return "" if not c or c[0] is None else f"[{c[0]:.2f}, {c[1]:.2f}]"
 
 
+def _iv(c: Any, truth: Any) -> str:
+    """``[0.61, 0.72]``, marked where it misses the truth."""
+    if not c:
+        return "none"
+    if c[0] is None or c[1] is None:  # infinite bounds are null in summary.json
+        return "unbounded"
+    missed = truth is not None and not (c[0] <= truth <= c[1])
+    return f"[{c[0]:.3f}, {c[1]:.3f}]" + (" MISSES" if missed else "")
+
+
 def _min_spread(entry: dict[str, Any]) -> float | None:
     vals = [v["spread_ratio"] for v in entry.values() if isinstance(v, dict) and v.get("spread_ratio") is not None]
     return min(vals) if vals else None
@@ -135,6 +162,7 @@ def render_html(summary: dict[str, Any], figs: dict[str, list[str]], overview: s
         overview=overview,
         f=_f,
         ci=_ci,
+        iv=_iv,
         min_spread=_min_spread,
         slugs=slugs(order),
         regime_text=lambda r: REGIME_TEXT.get(r, r),

@@ -2,10 +2,14 @@
 
 The shape (issue 6) is ``{"benchmark", "n_agents", "ratings", "estimators": {"<est>":
 {"<rating>": {"pearson", "spearman", "kendall", "pearson_ci95", "spearman_ci95",
-"kendall_ci95", "spread_ratio"}, "mean_pearson", "mean_spearman", "regime": [...],
+"kendall_ci95", "spread_ratio", "interval_coverage", "interval_mean_width", "interval_missed"},
+"mean_pearson", "mean_spearman", "regime": [...],
 "labels": {...}}}, "agents": {"<agent>": {"<rating>": {"truth": t, "<est>": e}}}}``.
 Beyond it: per estimator ``mean_kendall``, intervals of the means, ``n_agents`` and ``flags``
-(collapse, missing agents); at the top ``ranking``, ``comparison`` (paired bootstrap
+(collapse, missing agents); ``interval_*`` per kind (``sampling``: the estimator's own interval
+of each estimate, null where it gives none; ``conformal``: from the other agents' residuals;
+``evaluation.intervals``), with ``agent_intervals`` (every agent's two intervals for the
+report's ENIGMA estimator); at the top ``ranking``, ``comparison`` (paired bootstrap
 differences of the first-ranked against the runner-up and against ENIGMA), ``headline`` (the
 plain sentence), ``errors`` and ``settings``. Undefined numbers are ``null``.
 """
@@ -23,10 +27,12 @@ import pandas as pd
 from enigma.evaluation.config import ReportConfig
 from enigma.evaluation.correlation import STATS, EstimatorScore, paired_difference, score_estimator
 from enigma.evaluation.errors import EvaluationError
+from enigma.evaluation.intervals import interval_coverage, interval_table
 from enigma.evaluation.results import check_results
 from enigma.evaluation.truth import truth_wide
 
 PER_RATING_KEYS = ("pearson", "spearman", "kendall", "pearson_ci95", "spearman_ci95", "kendall_ci95", "spread_ratio")
+INTERVAL_KEYS = ("interval_coverage", "interval_mean_width", "interval_missed")  # {"sampling": ..., "conformal": ...}
 
 
 def _num(v: Any) -> Any:
@@ -123,6 +129,12 @@ def build_summary(
         scores[name] = score
         info = (estimator_info or {}).get(name, {})
         entry: dict[str, Any] = {r: {k: score.per_rating[r][k] for k in PER_RATING_KEYS} for r in ratings}
+        for r in ratings:
+            cov = interval_coverage(group, tw, r, cfg.confidence)
+            kinds = {k: cov[k] for k in ("sampling", "conformal")}
+            entry[r]["interval_coverage"] = {k: v and v["coverage"] for k, v in kinds.items()}
+            entry[r]["interval_mean_width"] = {k: v and v["mean_width"] for k, v in kinds.items()}
+            entry[r]["interval_missed"] = {k: v and v["missed"] for k, v in kinds.items()}
         for s in STATS:
             entry[f"mean_{s}"] = score.means[s]
             entry[f"mean_{s}_ci95"] = score.mean_ci[s]
@@ -154,6 +166,18 @@ def build_summary(
             per[r] = cell
         agents[agent] = per
 
+    agent_intervals = {}
+    if cfg.enigma_estimator in estimators:
+        group = results[results["estimator"] == cfg.enigma_estimator]
+        for r in ratings:
+            table = interval_table(group, tw, r, cfg.confidence)
+            agent_intervals[r] = {
+                a: {"truth": row.truth, "estimate": row.estimate,
+                    "sampling": None if pd.isna(row.interval_low) else [row.interval_low, row.interval_high],
+                    "conformal": [row.conformal_low, row.conformal_high]}
+                for a, row in table.iterrows()
+            }
+
     ranking = rank(scores, cfg.rank_by)
     comparison = _comparisons(ranking, scores, cfg)
     errors = [
@@ -167,6 +191,8 @@ def build_summary(
         "ratings": ratings,
         "estimators": estimators,
         "agents": agents,
+        # the report's ENIGMA estimator: each agent's sampling and conformal interval (intervals.py)
+        "agent_intervals": {"estimator": cfg.enigma_estimator, "ratings": agent_intervals} if agent_intervals else None,
         "ranking": [
             {"estimator": n, cfg.rank_by: scores[n].means[cfg.rank_by[5:]], "flags": len(scores[n].flags)} for n in ranking
         ],
@@ -182,6 +208,10 @@ def build_summary(
             "collapse_spread_ratio": cfg.collapse_spread_ratio,
             "rank_by": cfg.rank_by,
             "interval": "percentile bootstrap, agents resampled with replacement, the same resamples for every rating",
+            "agent_interval": {
+                "sampling": "the estimator's own interval of each estimate (ENIGMA: the dialogue bootstrap, refitted per resample)",
+                "conformal": "estimate +- the ceil((n+1) confidence)-th smallest absolute residual of the n other agents",
+            },
         },
     }
     return _num(summary), scores

@@ -1,0 +1,84 @@
+"""Per-agent intervals and their measured coverage: how sure is each estimate?
+
+Two kinds, side by side:
+
+- **sampling**: the estimator's own interval of its estimate (ENIGMA: the dialogue bootstrap,
+  ``enigma.ope.bootstrap``). It covers the noise of the logs and of the target draws, not the
+  estimator's bias; where estimates are compressed towards the mean it misses extreme agents.
+- **conformal**: the estimate plus or minus a quantile of the *other* agents' absolute residuals
+  ``|estimate - truth|`` (split-conformal with the other agents as the calibration set, as in a
+  leave-one-agent-out study, where every other agent's residual is known). With ``n`` other
+  agents the half-width is their ``ceil((n + 1) * level)``-th smallest residual; when that rank
+  exceeds ``n`` the interval is unbounded (too few agents for the level: at 95% it takes 19).
+  If the agents' residuals are exchangeable its coverage is at least ``level`` on average.
+
+Coverage is the share of agents whose truth lies inside their interval, per estimator and rating.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Sequence
+
+import numpy as np
+import pandas as pd
+
+
+def conformal_halfwidth(residuals: Sequence[float], level: float) -> float:
+    """The half-width for a new agent from the absolute residuals of ``n`` calibration agents:
+    their ``ceil((n + 1) level)``-th smallest, or inf when there are too few."""
+    r = np.sort(np.abs(np.asarray([x for x in residuals if x is not None and math.isfinite(x)], dtype=np.float64)))
+    k = math.ceil((len(r) + 1) * level)
+    return float(r[k - 1]) if 1 <= k <= len(r) else math.inf
+
+
+def conformal_intervals(estimates: pd.Series, truth: pd.Series, level: float) -> pd.DataFrame:
+    """Each agent's conformal interval from the other agents' residuals (index: agent)."""
+    agents = [a for a in estimates.index if a in truth.index and math.isfinite(estimates[a]) and math.isfinite(truth[a])]
+    resid = {a: abs(float(estimates[a]) - float(truth[a])) for a in agents}
+    rows = {}
+    for a in agents:
+        h = conformal_halfwidth([v for b, v in resid.items() if b != a], level)
+        rows[a] = {"low": float(estimates[a]) - h, "high": float(estimates[a]) + h}
+    return pd.DataFrame.from_dict(rows, orient="index", columns=["low", "high"])
+
+
+def _coverage(intervals: pd.DataFrame, truth: pd.Series) -> dict[str, Any]:
+    ok = intervals.dropna()
+    ok = ok[[a in truth.index for a in ok.index]]
+    if ok.empty:
+        return {"coverage": None, "mean_width": None, "n_agents": 0}
+    t = truth.loc[ok.index].astype(float)
+    inside = (ok["low"] <= t) & (t <= ok["high"])
+    width = ok["high"] - ok["low"]
+    return {
+        "coverage": float(inside.mean()),
+        "mean_width": float(width.mean()) if np.isfinite(width).all() else None,
+        "n_agents": int(len(ok)),
+        "missed": sorted(ok.index[~inside]),
+    }
+
+
+def interval_table(group: pd.DataFrame, truth_wide: pd.DataFrame, rating: str, level: float) -> pd.DataFrame:
+    """One estimator's agents for one rating: truth, estimate, sampling and conformal bounds."""
+    rows = group[group["rating"] == rating].set_index("agent_id")
+    est = rows["estimate"].astype(float)
+    truth = truth_wide[rating]
+    conf = conformal_intervals(est, truth, level)
+    out = pd.DataFrame({"truth": truth.reindex(est.index), "estimate": est})
+    for col in ("interval_low", "interval_high"):
+        out[col] = pd.to_numeric(rows[col], errors="coerce") if col in rows else np.nan
+    out["conformal_low"] = conf["low"].reindex(est.index)
+    out["conformal_high"] = conf["high"].reindex(est.index)
+    return out
+
+
+def interval_coverage(group: pd.DataFrame, truth_wide: pd.DataFrame, rating: str, level: float) -> dict[str, Any]:
+    """``{"conformal": {coverage, mean_width, n_agents, missed}, "sampling": {...} or None}``: the
+    sampling interval only where the estimator gave one for every agent."""
+    table = interval_table(group, truth_wide, rating, level)
+    truth = truth_wide[rating]
+    out: dict[str, Any] = {"level": level, "conformal": _coverage(table[["conformal_low", "conformal_high"]].set_axis(["low", "high"], axis=1), truth)}
+    sampling = table[["interval_low", "interval_high"]].set_axis(["low", "high"], axis=1)
+    out["sampling"] = _coverage(sampling, truth) if sampling.notna().all(axis=None) and len(sampling) else None
+    return out
