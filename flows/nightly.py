@@ -54,9 +54,10 @@ def nightly(params_path: str = str(DEFAULT_PARAMS), registry: str | None = None)
     failed = {name: errs for name, errs in errors.items() if errs}
     for name, errs in failed.items():
         logger.error("nightly: agent %s failed (%s); not marked seen, the next night retries it", name, _describe(errs))
-    report_path = _write_report(cfg, stamp, new, scores, errors)
+    comparisons = _compare_each(cfg, agents, new, scores)
+    report_path = _write_report(cfg, stamp, new, scores, errors, comparisons)
     tags = {"nightly_run": stamp, **({"failed_agents": ",".join(sorted(failed))} if failed else {})}
-    tracked = _track(params, _tracked_results(new, cfg, scores, failed), tags,
+    tracked = _track(params, _tracked_results(new, cfg, scores, failed, comparisons), tags,
                      {"registry": str(cfg.registry), "store": str(cfg.store), "estimators": ",".join(cfg.estimators)})
     for a in new:
         if a.name not in failed:
@@ -134,6 +135,27 @@ def _score_each(
     return scores, errors
 
 
+def _compare_each(cfg: NightlyConfig, agents: list[RegisteredAgent], new: list[RegisteredAgent], scores: dict) -> dict:
+    """(agent, estimator) -> its comparison with the registry (``enigma.pipeline.compare``)."""
+    from enigma.pipeline.compare import calibration_residuals, compare_agent
+    from enigma.store.experience import ExperienceStore
+
+    store = ExperienceStore.open(cfg.store)
+    if cfg.compare_rating not in store.rating_names:
+        return {}  # nothing to rank on; the report says which ratings there are
+    names = [a.name for a in agents]
+    earlier = set(names) - {a.name for a in new}
+    results_dir = Path(cfg.work_dir) / "results"
+    out, calibration = {}, {}
+    for (name, _), s in scores.items():
+        est = s["estimator"]
+        if est not in calibration:
+            calibration[est] = calibration_residuals(cfg.calibration_results, est, store, cfg.compare_rating)
+        out[(name, est)] = compare_agent(name, est, results_dir, names, earlier, calibration[est], cfg.compare_rating,
+                                         cfg.interval_level)
+    return out
+
+
 def _failure(future) -> str:
     """Why a task run did not complete: its exception, or else its state's message."""
     exc = future.state.result(raise_on_failure=False)
@@ -146,19 +168,26 @@ def _describe(errs: dict[str, str]) -> str:
     return "; ".join(f"{step}: {reason}" for step, reason in errs.items())
 
 
-def _write_report(cfg: NightlyConfig, stamp: str, new: list[RegisteredAgent], scores: dict, errors: dict) -> Path:
-    """``nightly-<stamp>.json`` (and ``latest.json``): every new agent with its status,
-    estimates and errors; ``estimates.csv`` gets a line per estimate."""
+def _write_report(cfg: NightlyConfig, stamp: str, new: list[RegisteredAgent], scores: dict, errors: dict,
+                  comparisons: dict) -> Path:
+    """``nightly-<stamp>.json``, ``.md`` and ``.html`` (and ``latest.*``): every new agent with its
+    status, estimates, errors and its comparison with the registry; ``estimates.csv`` gets a line
+    per estimate."""
+    from enigma.pipeline.compare import html, markdown
+
     report = {
         "run": stamp,
         "store": str(cfg.store),
         "registry": str(cfg.registry),
+        "level": cfg.interval_level,
         "agents": {
             a.name: {
                 "spec": a.spec,
                 "fingerprint": a.fingerprint,
                 "status": "failed" if errors[a.name] else "ok",
                 "estimates": {s["estimator"]: s["estimates"] for (n, _), s in scores.items() if n == a.name},
+                "intervals": {s["estimator"]: s.get("intervals") for (n, _), s in scores.items() if n == a.name},
+                "comparison": {est: c for (n, est), c in comparisons.items() if n == a.name},
                 "errors": errors[a.name],
             }
             for a in new
@@ -170,22 +199,30 @@ def _write_report(cfg: NightlyConfig, stamp: str, new: list[RegisteredAgent], sc
     report_path = report_dir / f"nightly-{stamp}.json"
     report_path.write_text(json.dumps(report, indent=2, sort_keys=True) + "\n")
     (report_dir / "latest.json").write_text(report_path.read_text())
+    md = markdown(report)
+    for suffix, text in ((".md", md), (".html", html(md, f"nightly {stamp}"))):
+        report_path.with_suffix(suffix).write_text(text)
+        (report_dir / f"latest{suffix}").write_text(text)
     _append_table(report_dir / "estimates.csv", stamp, report["agents"])
     return report_path
 
 
-def _tracked_results(new: list[RegisteredAgent], cfg: NightlyConfig, scores: dict, failed: dict) -> list[dict]:
-    """One MLflow child run per (agent, estimator). A failure is one too (status FAILED, the
-    reason in its ``error`` tag): for the estimator that failed, or for every estimator when
-    the agent's sampling failed."""
+def _tracked_results(new: list[RegisteredAgent], cfg: NightlyConfig, scores: dict, failed: dict,
+                     comparisons: dict) -> list[dict]:
+    """One MLflow child run per (agent, estimator), with its comparison as ``diag.compare.*``
+    metrics (rank, difference with the incumbent and its interval, both intervals) and the
+    incumbent as a param. A failure is one too (status FAILED, the reason in its ``error``
+    tag): for the estimator that failed, or for every estimator when the agent's sampling failed."""
     spec = {a.name: a.spec for a in new}
     results = [
         {
             "agent_id": name,
             "estimator": s["estimator"],
             "estimates": s["estimates"],
-            "params": {"spec": spec[name], "store": str(cfg.store)},
-            "diagnostics": {**s["diagnostics"], **({"ess": s["ess"]} if s["ess"] is not None else {})},
+            "params": {"spec": spec[name], "store": str(cfg.store),
+                       **_comparison_params(comparisons.get((name, s["estimator"])))},
+            "diagnostics": {**s["diagnostics"], **({"ess": s["ess"]} if s["ess"] is not None else {}),
+                            "compare": _comparison_metrics(comparisons.get((name, s["estimator"])))},
         }
         for (name, _), s in scores.items()
     ]
@@ -202,6 +239,26 @@ def _tracked_results(new: list[RegisteredAgent], cfg: NightlyConfig, scores: dic
         if est in errs or "sampling" in errs
     ]
     return results
+
+
+def _comparison_metrics(c: dict | None) -> dict[str, float]:
+    if not c or c.get("error"):
+        return {}
+    out = {"estimate": c["estimate"], "rank": c["rank"], "ranked": c["ranked"]}
+    for kind in ("sampling_interval", "conformal_interval"):
+        if c.get(kind) and c[kind][0] is not None:
+            out[f"{kind}.low"], out[f"{kind}.high"] = c[kind]
+    cmp = c.get("comparison")
+    if cmp:
+        out["difference"] = cmp["difference"]
+        if cmp["interval"]:
+            out["difference.low"], out["difference.high"] = cmp["interval"]
+    return out
+
+
+def _comparison_params(c: dict | None) -> dict[str, str]:
+    cmp = (c or {}).get("comparison")
+    return {"incumbent": cmp["incumbent"], "verdict": cmp["verdict"]} if cmp else {}
 
 
 def _append_table(path: Path, stamp: str, agents: dict) -> None:

@@ -301,6 +301,20 @@ def steady() -> TabularPolicy:
     return reference_problem().targets["steady"]
 
 
+# ... and the behaviour policies of the logs (agents uniform, b1, b2 of the store), so each can be
+# estimated from the others' logs as a benchmark's held-out agent is.
+def uniform() -> TabularPolicy:
+    return reference_problem().behaviours[0]
+
+
+def b1() -> TabularPolicy:
+    return reference_problem().behaviours[1]
+
+
+def b2() -> TabularPolicy:
+    return reference_problem().behaviours[2]
+
+
 def write_jsonl(store: ExperienceStore, path: str | Path) -> Path:
     """The store's dialogues in the generic JSONL ingest format (ratings already on [0, 1]:
     ingest them with ``--scale <rating>=0:1``)."""

@@ -160,5 +160,10 @@ class NightlyConfig(BaseModel):
     work_dir: Path = Path("data/work/nightly")
     report_dir: Path = Path("reports/nightly")
     estimators: list[str] = ["enigma"]
+    # the comparison with the registry (enigma.pipeline.compare): on this rating, at this level,
+    # the conformal interval calibrated on the store's agents' leave-one-agent-out results
+    compare_rating: str = "reward"
+    interval_level: float = Field(0.95, gt=0, lt=1)
+    calibration_results: Path | None = Path("data/airline/results")
     cron: str = "0 2 * * *"
     deployment: str = "enigma-nightly"
