@@ -124,7 +124,7 @@ def results_from_rows(
             continue
         if _finite(value):
             res.estimates[rating] = float(value)
-        for extra in ("unnormalised", "ess"):
+        for extra in ("unnormalised", "ess", "interval_low", "interval_high"):
             if _finite(r.get(extra)):
                 res.diagnostics[f"{extra}.{rating}"] = float(r[extra])
         if truth and (key[1], rating) in truth:
