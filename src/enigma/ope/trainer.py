@@ -90,14 +90,16 @@ def train_dice(
         sol = solve_gda(encoder, prepared, heads, feats, data, cfg, reward_index=reward_index, progress=progress, desc=desc)
     run = final_run(sol.heads, sol.features, data, cfg, sol.steps, sol.curve, sol.summary)
     if cfg.interval_resamples:
-        add_intervals(run, sol.features, data, cfg, reward_index=reward_index, desc=desc)
+        add_intervals(run, sol.features, data, cfg, reward_index=reward_index, desc=desc, progress=progress)
     return run
 
 
-def add_intervals(run: DiceRun, feats: Features, data: DiceData, cfg: DiceConfig, *, reward_index: int | None, desc: str) -> None:
+def add_intervals(run: DiceRun, feats: Features, data: DiceData, cfg: DiceConfig, *, reward_index: int | None, desc: str,
+                  progress: bool = False) -> None:
     """The bootstrap's percentile interval of every rating's estimate (``enigma.ope.bootstrap``)."""
     logged, target = feats(None)
-    boot = bootstrap_estimates(run.heads, logged, target, data, cfg, reward_index=reward_index, warm_mu=run.solver.get("mu"), desc=desc)
+    boot = bootstrap_estimates(run.heads, logged, target, data, cfg, reward_index=reward_index, warm_mu=run.solver.get("mu"), desc=desc,
+                               progress=progress)
     run.draws = boot["draws"]
     run.intervals = {r: percentile_interval(d, cfg.interval_level) for r, d in boot["draws"].items()}
     run.bootstrap = {
