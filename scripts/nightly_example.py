@@ -24,8 +24,10 @@ NIGHTS = [{"rule_noise020": "python:enigma.sim.sellers:rule_noise020"},
 
 def main() -> None:
     import os
+    import sys
 
     os.chdir(REPO)
+    sys.path.insert(0, str(REPO))  # flows/ is a top-level folder of the repository, not part of the package
     from flows.nightly import nightly
 
     shutil.rmtree(WORK, ignore_errors=True)
