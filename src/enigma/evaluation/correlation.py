@@ -21,6 +21,9 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from enigma import resampling
+from enigma.resampling import bootstrap_indices  # noqa: F401  (part of this module's interface)
+
 STATS = ("pearson", "spearman", "kendall")
 
 
@@ -89,12 +92,6 @@ def _kendall_rows(X: np.ndarray, Y: np.ndarray, chunk: int = 256) -> np.ndarray:
 _ROW_STATS = {"pearson": _pearson_rows, "spearman": _spearman_rows, "kendall": _kendall_rows}
 
 
-def bootstrap_indices(n: int, resamples: int, seed: int) -> np.ndarray:
-    """``resamples`` × ``n`` agent indices drawn with replacement; the same seed gives the same
-    draws, so every estimator over the same agents is resampled identically (paired)."""
-    return np.random.default_rng(seed).integers(0, n, size=(resamples, n))
-
-
 def bootstrap_stats(x, y, idx: np.ndarray) -> dict[str, np.ndarray]:
     """Each statistic on every resample of (x, y) given by the rows of ``idx``."""
     x = np.asarray(x, dtype=float)
@@ -104,13 +101,9 @@ def bootstrap_stats(x, y, idx: np.ndarray) -> dict[str, np.ndarray]:
 
 
 def percentile_interval(draws: np.ndarray, confidence: float) -> list[float | None]:
-    d = np.asarray(draws, dtype=float)
-    d = d[np.isfinite(d)]
-    if len(d) == 0:
-        return [None, None]
-    a = (1.0 - confidence) / 2.0
-    lo, hi = np.quantile(d, [a, 1.0 - a])
-    return [float(lo), float(hi)]
+    """The report's form of ``enigma.resampling.percentile_interval``: ``[None, None]`` when no
+    draw is finite (summary.json keeps a pair in every ``*_ci95``)."""
+    return resampling.percentile_interval(draws, confidence) or [None, None]
 
 
 # ---- scoring an estimator -----------------------------------------------------------------

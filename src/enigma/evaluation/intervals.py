@@ -32,6 +32,17 @@ def conformal_halfwidth(residuals: Sequence[float], level: float) -> float:
     return float(r[k - 1]) if 1 <= k <= len(r) else math.inf
 
 
+def interval_text(c: Any, truth: Any = None) -> str:
+    """``[0.610, 0.720]`` for the reports, marked ``MISSES`` where it misses a known truth;
+    ``none`` without an interval, ``unbounded`` with an infinite bound (null in JSON)."""
+    if not c:
+        return "none"
+    if c[0] is None or c[1] is None:
+        return "unbounded"
+    missed = truth is not None and not (c[0] <= truth <= c[1])
+    return f"[{c[0]:.3f}, {c[1]:.3f}]" + (" MISSES" if missed else "")
+
+
 def conformal_intervals(estimates: pd.Series, truth: pd.Series, level: float) -> pd.DataFrame:
     """Each agent's conformal interval from the other agents' residuals (index: agent)."""
     agents = [a for a in estimates.index if a in truth.index and math.isfinite(estimates[a]) and math.isfinite(truth[a])]

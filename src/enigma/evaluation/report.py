@@ -17,6 +17,7 @@ from tqdm.auto import tqdm
 from enigma.evaluation import figures
 from enigma.evaluation.ablations import with_unnormalised
 from enigma.evaluation.config import ReportConfig
+from enigma.evaluation.intervals import interval_text
 from enigma.evaluation.results import RESULT_COLUMNS, check_results, read_curves, read_results
 from enigma.evaluation.summary import build_summary, write_summary
 
@@ -126,16 +127,6 @@ def _ci(c: Any) -> str:
     return "" if not c or c[0] is None else f"[{c[0]:.2f}, {c[1]:.2f}]"
 
 
-def _iv(c: Any, truth: Any) -> str:
-    """``[0.61, 0.72]``, marked where it misses the truth."""
-    if not c:
-        return "none"
-    if c[0] is None or c[1] is None:  # infinite bounds are null in summary.json
-        return "unbounded"
-    missed = truth is not None and not (c[0] <= truth <= c[1])
-    return f"[{c[0]:.3f}, {c[1]:.3f}]" + (" MISSES" if missed else "")
-
-
 def _min_spread(entry: dict[str, Any]) -> float | None:
     vals = [v["spread_ratio"] for v in entry.values() if isinstance(v, dict) and v.get("spread_ratio") is not None]
     return min(vals) if vals else None
@@ -162,7 +153,7 @@ def render_html(summary: dict[str, Any], figs: dict[str, list[str]], overview: s
         overview=overview,
         f=_f,
         ci=_ci,
-        iv=_iv,
+        iv=interval_text,
         min_spread=_min_spread,
         slugs=slugs(order),
         regime_text=lambda r: REGIME_TEXT.get(r, r),

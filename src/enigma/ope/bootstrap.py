@@ -28,12 +28,14 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from enigma import resampling
 from enigma.ope.config import DiceConfig
 from enigma.ope.estimates import rating_estimates
 from enigma.ope.exact_nu import fit_exact_nu
 from enigma.ope.guards import DiceDivergence
 from enigma.ope.heads import DiceHeads
 from enigma.ope.problem import DiceData
+from enigma.resampling import bootstrap_indices
 
 log = logging.getLogger(__name__)
 # the seed of the resamples is the run's seed plus this, so the resamples are not the draws that
@@ -44,7 +46,7 @@ SEED_OFFSET = 7919
 def resample_indices(n: int, resamples: int, seed: int) -> np.ndarray:
     """[resamples, n] dialogue indices drawn with replacement; the same for every rating and for
     every target scored on the same ``n`` logged dialogues with the same seed."""
-    return np.random.default_rng(seed + SEED_OFFSET).integers(0, n, size=(resamples, n))
+    return bootstrap_indices(n, resamples, seed + SEED_OFFSET)
 
 
 def subset(data: DiceData, idx: np.ndarray) -> DiceData:
@@ -121,9 +123,5 @@ def bootstrap_estimates(
 
 
 def percentile_interval(draws: np.ndarray, level: float) -> list[float] | None:
-    draws = np.asarray(draws, dtype=np.float64)
-    draws = draws[np.isfinite(draws)]
-    if len(draws) < 2:
-        return None
-    tail = (1 - level) / 2
-    return [float(np.quantile(draws, tail)), float(np.quantile(draws, 1 - tail))]
+    """The resamples' percentile interval, or None with fewer than two finite draws."""
+    return resampling.percentile_interval(draws, level, min_draws=2)

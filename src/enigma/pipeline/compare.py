@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from enigma.evaluation.intervals import conformal_halfwidth
+from enigma.evaluation.intervals import conformal_halfwidth, interval_text
 from enigma.evaluation.results import artifact_path, read_results, result_path
 from enigma.ope.bootstrap import percentile_interval
 from enigma.store.experience import ExperienceStore
@@ -141,14 +141,6 @@ def _fmt(v: Any) -> str:
     return "n/a" if v is None or (isinstance(v, float) and not math.isfinite(v)) else f"{v:.3f}"
 
 
-def _iv(c: Any) -> str:
-    if not c:
-        return "none"
-    if c[0] is None or c[1] is None:
-        return "unbounded"
-    return f"[{c[0]:.3f}, {c[1]:.3f}]"
-
-
 def markdown(report: dict[str, Any]) -> str:
     """The nightly report a team reads over coffee."""
     lines = [f"# Nightly evaluation {report['run']}", "",
@@ -166,15 +158,15 @@ def markdown(report: dict[str, Any]) -> str:
                 lines += [f"- {est}: {c['error']}", ""]
                 continue
             level = f" ({c['sampling_level']:.0%})" if c.get("sampling_level") else ""
-            lines.append(f"- **{est}**, {c['rating']}: **{_fmt(c['estimate'])}**, sampling{level} {_iv(c['sampling_interval'])}, "
-                         f"conformal {_iv(c['conformal_interval'])}"
+            lines.append(f"- **{est}**, {c['rating']}: **{_fmt(c['estimate'])}**, sampling{level} {interval_text(c['sampling_interval'])}, "
+                         f"conformal {interval_text(c['conformal_interval'])}"
                          + (f" ({c['conformal']['why_none']})" if c["conformal_interval"] is None else
                             f" ({c['conformal']['calibration_agents']} calibration agents)"))
             lines.append(f"- rank {c['rank']} of {c['ranked']} registry agents scored so far")
             cmp = c.get("comparison")
             if cmp:
                 diff = f"{cmp['difference']:+.3f}"
-                iv = _iv(cmp["interval"]) if cmp["interval"] else cmp.get("why_no_interval", "no interval")
+                iv = interval_text(cmp["interval"]) if cmp["interval"] else cmp.get("why_no_interval", "no interval")
                 lines.append(f"- against the incumbent **{cmp['incumbent']}** ({_fmt(cmp['incumbent_estimate'])}): "
                              f"{diff}, paired interval {iv}: **{cmp['verdict']}**")
             else:
