@@ -47,7 +47,7 @@ def _one_row(benchmark: str, params_path: str, results_dir: str) -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("benchmark", choices=["airline", "see2019"])
+    ap.add_argument("benchmark", help="an entry of params.yaml's benchmarks (its store and target actions made: dvc repro sample@<it>)")
     ap.add_argument("--row", action="append", required=True, metavar="NAME=JSON", help="dice overrides; the first row is the reference")
     ap.add_argument("--tag", required=True)
     ap.add_argument("--work", type=Path, default=REPO / "data" / "work" / "ope_rows")

@@ -35,6 +35,7 @@ from enigma.ope.exact_nu import fit_exact_nu
 from enigma.ope.guards import DiceDivergence
 from enigma.ope.heads import DiceHeads
 from enigma.ope.problem import DiceData
+from enigma.ope.value import value_estimates
 from enigma.resampling import bootstrap_indices
 
 log = logging.getLogger(__name__)
@@ -111,9 +112,12 @@ def bootstrap_estimates(
         gaps.append(summary["mass_gap_max"])
         iterations.append(summary["iterations"])
         unconverged += not summary["converged"]
-        est = rating_estimates(zeta_last(fitted, logged[t], sub), sub.rewards, sub.rating_names)
+        if cfg.value == "weighted":
+            est = {n: e["estimate"] for n, e in rating_estimates(zeta_last(fitted, logged[t], sub), sub.rewards, sub.rating_names).items()}
+        else:  # Q refitted on the resample too: the interval is of the reported value
+            est = {n: v[cfg.value] for n, v in value_estimates(fitted, logged[t], target[t], sub, cfg.tmax, cfg.q_ridge).items()}
         for n in data.rating_names:
-            draws[n].append(est[n]["estimate"])
+            draws[n].append(est[n])
     if unconverged:
         log.warning("%s: %d of %d bootstrap refits stopped at %d Newton steps short of the tolerance (largest slot-mass gap "
                     "%.2g); raise dice.interval_steps", desc, unconverged, len(gaps), cfg.interval_steps, max(gaps))

@@ -14,6 +14,9 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 # settings that change nothing while interval_resamples is 0: left out of a fingerprint then
 INTERVAL_FIELDS = frozenset({"interval_resamples", "interval_level", "interval_tol", "interval_steps"})
+# settings added after results were saved, left out of a fingerprint while at these values (the
+# weighted estimate does not read q_ridge): the saved results stay valid
+VALUE_DEFAULTS = {"value": "weighted", "q_ridge": 1e-6}
 
 
 class DiceConfig(BaseModel):
@@ -44,6 +47,12 @@ class DiceConfig(BaseModel):
     solver: Literal["gda", "exact_nu"] = "gda"
     solver_tol: float = Field(1e-6, gt=0, description="exact_nu: inner problems solved when every |d(4 alpha_nu A)/dparam| is below this")
     constraint_tol: float = Field(1e-6, gt=0, description="exact_nu: converged when every E_D[zeta | slot] is within 1 +- this")
+
+    # ---- which value is reported (enigma/ope/value.py): the zeta-weighted reward (the paper's),
+    # a Q function fitted by LSTD alone, or the two combined, doubly robust. All three are
+    # computed for linear heads on fixed features and kept in the diagnostics.
+    value: Literal["weighted", "q", "dr"] = "weighted"
+    q_ridge: float = Field(1e-6, ge=0, description="Tikhonov weight on the Q fit's coefficients, relative to E[psi^2]")
 
     # ---- sampling interval (exact_nu): the bootstrap over logged dialogues (enigma/ope/bootstrap.py)
     interval_resamples: int = Field(0, ge=0, description="resamples of the logged dialogues, each refitted; 0 = no interval")
@@ -121,6 +130,8 @@ class DiceConfig(BaseModel):
             missing = [k for k, ok in needs.items() if not ok]
             if missing:
                 raise ValueError("solver exact_nu needs " + "; ".join(missing))
+        if self.value != "weighted" and (self.head_hidden or self.encoder == "finetune"):
+            raise ValueError(f"value {self.value!r} fits Q on nu's basis: it needs linear heads (head_hidden: 0) on fixed features")
         if self.interval_resamples and self.solver != "exact_nu":
             raise ValueError(
                 "interval_resamples > 0 needs solver exact_nu (each resample is refitted from the full fit's "

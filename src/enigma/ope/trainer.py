@@ -22,6 +22,7 @@ from enigma.ope.features import Features
 from enigma.ope.gda import solve_gda
 from enigma.ope.guards import check_zeta
 from enigma.ope.heads import DiceHeads
+from enigma.ope.value import value_estimates
 from enigma.ope.problem import DiceData
 
 
@@ -89,9 +90,22 @@ def train_dice(
     else:
         sol = solve_gda(encoder, prepared, heads, feats, data, cfg, reward_index=reward_index, progress=progress, desc=desc)
     run = final_run(sol.heads, sol.features, data, cfg, sol.steps, sol.curve, sol.summary)
+    add_values(run, sol.features, data, cfg)
     if cfg.interval_resamples:
         add_intervals(run, sol.features, data, cfg, reward_index=reward_index, desc=desc, progress=progress)
     return run
+
+
+def add_values(run: DiceRun, feats: Features, data: DiceData, cfg: DiceConfig) -> None:
+    """The value three ways (``enigma.ope.value``) into the diagnostics, for linear heads on fixed
+    features; ``dice.value`` picks the one reported as each rating's estimate."""
+    if feats.cache is None or cfg.head_hidden:
+        return
+    logged, target = feats(None)
+    values = value_estimates(run.heads, logged, target, data, cfg.tmax, cfg.q_ridge)
+    run.solver["values"] = values
+    for name, v in values.items():
+        run.estimates[name]["estimate"] = v[cfg.value]
 
 
 def add_intervals(run: DiceRun, feats: Features, data: DiceData, cfg: DiceConfig, *, reward_index: int | None, desc: str,

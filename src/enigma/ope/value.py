@@ -1,0 +1,106 @@
+"""The value of the target three ways, from one fit on fixed features (``dice.value``).
+
+- ``weighted`` (the paper's): the post-normalised zeta-weighted reward, ``sum zeta_i r_i / sum zeta_i``
+  over the dialogues' last agent turns.
+- ``q``: the value of a differential Q function fitted to the logged rewards by least-squares
+  temporal differences on nu's own basis (``psi``: the pair's features, a bias, one coordinate per
+  pseudo slot), with no zeta at all: the direct, model-based estimate.
+- ``dr``: the two combined. In the padded chain under the target every slot has mass ``1/Tmax``,
+  and for *any* function ``Q`` the stationary mean of ``r + Q(s', pi) - Q(s, a)`` is the mean
+  reward, so
+
+      dr = sum_rows w zeta (r + delta . u_r) / sum_rows w zeta (m + delta . u_m)
+
+  is right if zeta is the true ratio (whatever Q) or if Q is the true differential value (whatever
+  zeta): the regularised Lagrangian at its saddle point read as a doubly robust estimator. ``m`` is
+  the "this dialogue ended here with the rating observed" indicator, whose stationary mean is known
+  to be one per cycle: dividing by its own doubly robust estimate is the post-normalisation (with
+  ``u = 0`` the ratio is exactly the ``weighted`` estimate), and it leaves dialogues without that
+  rating out of both sums, as ``rating_estimates`` does.
+
+Why not nu itself as the Q. ENIGMA's objective has no reward in it (``alpha_r = 0``): its nu is the
+multiplier of the flow constraints, not a value, so a separate fit with the reward is needed. It is
+one linear solve per rating on the rows ``exact_nu`` already builds (``FlowRows``), so all three
+values come with every run and land in its diagnostics; ``dice.value`` picks the one reported.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+from enigma.ope.exact_nu import FlowRows, flow_rows
+from enigma.ope.heads import DiceHeads, zeta_activation
+
+VALUES = ("weighted", "q", "dr")
+
+
+def zeta_rows(heads: DiceHeads, rows: FlowRows) -> torch.Tensor:
+    """zeta at every row, for linear heads: ``psi`` is laid out as zeta's parameters are."""
+    theta = torch.cat([
+        heads.zeta_net[-1].weight.reshape(-1), heads.zeta_net[-1].bias.reshape(-1), heads.zeta_pad_raw.reshape(-1),
+    ]).to(rows.psi)
+    return zeta_activation(rows.psi @ theta, heads.activation)
+
+
+def reward_columns(rows: FlowRows, rewards: np.ndarray) -> torch.Tensor:
+    """[R_rows, 2 x ratings]: per rating, the reward at each dialogue's last agent turn (0 where
+    missing), then the indicator that the dialogue ends there with that rating observed."""
+    r = torch.as_tensor(rewards, dtype=rows.psi.dtype, device=rows.psi.device)
+    seen = ~torch.isnan(r)
+    out = rows.psi.new_zeros((rows.psi.shape[0], 2 * r.shape[1]))
+    out[rows.last] = torch.cat([torch.nan_to_num(r, nan=0.0), seen.to(r.dtype)], 1)
+    return out
+
+
+def fit_q(rows: FlowRows, b: torch.Tensor, ridge: float) -> torch.Tensor:
+    """Average-reward LSTD: ``u`` [D, K] with ``E_D[psi (b + delta . u - rho)] = 0`` for every
+    column of ``b`` (``rho`` the mean reward per slot). Q is defined up to a constant (the bias and
+    pseudo-slot coordinates sum to one on every row, so adding a constant to all of them changes no
+    ``delta . u``): the pseudo slot 0's coordinate is pinned to 0. ``ridge``, relative to the mean
+    diagonal of ``E[psi psi']``, keeps directions the logs barely span from taking huge values
+    (Tikhonov on ``u``, a least-squares solve of the stacked system)."""
+    w = rows.weight.unsqueeze(1)
+    n = float(rows.weight.sum())
+    m = (rows.psi * w).T @ rows.delta / n  # [D, D]
+    p = (rows.psi * w).sum(0) / n  # [D]
+    c = (rows.psi * w).T @ b / n  # [D, K]
+    dim = m.shape[0]
+    pin = rows.psi.new_zeros(dim + 1)
+    pin[dim - rows.tmax] = 1.0  # the pseudo slot 0 coordinate (after the features and the bias)
+    system = torch.cat([torch.cat([m, -p.unsqueeze(1)], 1), pin.unsqueeze(0)])
+    rhs = torch.cat([-c, c.new_zeros((1, c.shape[1]))])
+    if ridge > 0:
+        scale = float(((rows.psi**2) * w).sum() / n / dim)
+        reg = torch.cat([torch.eye(dim, dtype=m.dtype, device=m.device), m.new_zeros((dim, 1))], 1) * (ridge * scale) ** 0.5
+        system, rhs = torch.cat([system, reg]), torch.cat([rhs, rhs.new_zeros((dim, rhs.shape[1]))])
+    driver = "gelsd" if system.device.type == "cpu" else None
+    x = torch.linalg.lstsq(system, rhs, driver=driver).solution
+    return x[:dim]
+
+
+def ratio_values(rows: FlowRows, zeta: torch.Tensor, b: torch.Tensor, u: torch.Tensor | None) -> np.ndarray:
+    """``sum w zeta (b_r + delta u_r) / sum w zeta (b_m + delta u_m)`` per rating (``u`` None: zero)."""
+    corrected = b if u is None else b + rows.delta @ u
+    sums = (rows.weight * zeta) @ corrected
+    k = b.shape[1] // 2
+    num, den = sums[:k], sums[k:]
+    out = torch.where(den > 0, num / den.clamp(min=1e-300), torch.full_like(num, float("nan")))
+    return out.detach().cpu().numpy()
+
+
+def value_estimates(heads: DiceHeads, logged: torch.Tensor, target: torch.Tensor, data: Any, tmax: int,
+                    ridge: float) -> dict[str, dict[str, float]]:
+    """``{rating: {"weighted", "q", "dr"}}`` for linear heads on fixed features."""
+    dt = torch.float64
+    rows = flow_rows(logged.to(dt), target.to(dt), data.sample_mask.to(logged.device), data.n_agent_turns.to(logged.device), tmax)
+    with torch.no_grad():
+        zeta = zeta_rows(heads, rows)
+        b = reward_columns(rows, data.rewards)
+        u = fit_q(rows, b, ridge)
+        ones = torch.ones_like(zeta)
+        values = {"weighted": ratio_values(rows, zeta, b, None), "q": ratio_values(rows, ones, b, u),
+                  "dr": ratio_values(rows, zeta, b, u)}
+    return {name: {v: float(values[v][j]) for v in VALUES} for j, name in enumerate(data.rating_names)}

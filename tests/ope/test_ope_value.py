@@ -1,0 +1,102 @@
+"""The value three ways (enigma.ope.value) where the truth is known exactly: the tabular MDP on
+one-hot features, where a linear Q on nu's basis is a table, so LSTD gives the logs'
+certainty-equivalence value and the doubly robust value is right with either part spoiled."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from enigma.contracts import HeldOutAgent
+from enigma.ope import DiceConfig, EnigmaEstimator
+from enigma.ope.exact_nu import flow_rows
+from enigma.ope.tabular import RATINGS, certainty_equivalence_value, target_actions
+from enigma.ope.value import fit_q, ratio_values, reward_columns, value_estimates, zeta_rows
+
+from test_ope_exactness import _problem, _targets
+
+
+@pytest.fixture(scope="module")
+def fitted():
+    torch.set_num_threads(1)
+    mdp, store = _problem(2500, seed=2)
+    policy = _targets(mdp)[1]  # soft-matcher: far from the logging policies
+    ta = target_actions(store, policy, n_samples=2, seed=0)
+    cfg = DiceConfig.preset("exact_nu", encoder="onehot", tmax=3, device="cpu")
+    est = EnigmaEstimator(cfg, progress=False)
+    result = est.estimate_full(store, HeldOutAgent(policy.name, target_actions=ta))
+    return mdp, store, policy, ta, cfg, est, result
+
+
+def test_all_three_values_are_the_certainty_equivalence_value_on_tabular_features(fitted):
+    mdp, store, policy, ta, cfg, est, result = fitted
+    ce = certainty_equivalence_value(store, ta)
+    values = result.runs["all"].solver["values"]
+    for r in RATINGS:
+        assert values[r]["weighted"] == pytest.approx(result.estimates[r]["estimate"], abs=1e-9)  # u = 0: the paper's estimate
+        for kind in ("q", "dr"):
+            assert abs(values[r][kind] - ce[r]) < 0.002, (r, kind, values[r], ce[r])
+    assert result.diagnostics["all"]["values"] == values  # recorded with every run
+
+
+def test_doubly_robust_survives_a_wrong_zeta_or_a_wrong_q(fitted):
+    """Spoil one part at a time on the fitted run's own rows: zeta = 1 everywhere (the logs' own
+    distribution) with the fitted Q, and the fitted zeta with a Q fitted on a basis that cannot
+    express it (its features zeroed: only the bias and the pseudo slots are left)."""
+    mdp, store, policy, ta, cfg, est, result = fitted
+    ce = certainty_equivalence_value(store, ta)
+    run = result.runs["all"]
+    logged, target = _features(est, store, ta)
+    data = _data(store, ta)
+    rows = flow_rows(logged.double(), target.double(), data.sample_mask, data.n_agent_turns, cfg.tmax)
+    b = reward_columns(rows, data.rewards)
+    with torch.no_grad():
+        zeta = zeta_rows(run.heads, rows)
+    u = fit_q(rows, b, cfg.q_ridge)
+    wrong_zeta = ratio_values(rows, torch.ones_like(zeta), b, u)
+    poor_rows = flow_rows(torch.zeros_like(logged).double(), torch.zeros_like(target).double(), data.sample_mask, data.n_agent_turns, cfg.tmax)
+    poor_u = fit_q(poor_rows, reward_columns(poor_rows, data.rewards), cfg.q_ridge)
+    wrong_q = ratio_values(rows, zeta, b, poor_u)
+    for j, r in enumerate(data.rating_names):
+        assert abs(wrong_zeta[j] - ce[r]) < 0.002 and abs(wrong_q[j] - ce[r]) < 0.002, (r, wrong_zeta[j], wrong_q[j], ce[r])
+    # the spoiled parts are wrong on their own (so the test can fail): the logs' own mean, and the poor Q alone
+    for spoiled in (ratio_values(rows, torch.ones_like(zeta), b, None), ratio_values(rows, torch.ones_like(zeta), b, poor_u)):
+        assert max(abs(spoiled[j] - ce[r]) for j, r in enumerate(data.rating_names)) > 0.02
+
+
+def test_dice_value_picks_the_reported_estimate_and_its_interval(fitted):
+    mdp, store, policy, ta, cfg, est, result = fitted
+    dr_cfg = cfg.model_copy(update={"value": "dr", "interval_resamples": 20})
+    out = EnigmaEstimator(dr_cfg, progress=False).estimate_full(store, HeldOutAgent(policy.name, target_actions=ta))
+    values = out.runs["all"].solver["values"]
+    for r in RATINGS:
+        assert out.estimates[r]["estimate"] == values[r]["dr"]
+        low, high = out.intervals[r]
+        assert low <= values[r]["dr"] <= high
+    assert EnigmaEstimator(dr_cfg).fingerprint() != EnigmaEstimator(cfg).fingerprint()
+    with pytest.raises(ValueError, match="linear heads"):
+        DiceConfig.preset("default", value="dr", head_hidden=64)
+
+
+def _features(est, store, ta):
+    from enigma.ope.estimator import pair_dialogues
+
+    paired = pair_dialogues(store, ta)
+    enc = est.encoder()
+    prepared = enc.prepare(paired.dialogues, max(d.n_agent_turns for d in paired.dialogues))
+    return enc(prepared, torch.arange(len(paired.dialogues)))
+
+
+def _data(store, ta):
+    from enigma.ope.estimator import dice_data, pair_dialogues
+
+    return dice_data(pair_dialogues(store, ta))
+
+
+def test_value_estimates_match_the_run(fitted):
+    mdp, store, policy, ta, cfg, est, result = fitted
+    logged, target = _features(est, store, ta)
+    again = value_estimates(result.runs["all"].heads, logged, target, _data(store, ta), cfg.tmax, cfg.q_ridge)
+    for r in RATINGS:
+        for k in ("weighted", "q", "dr"):
+            assert again[r][k] == pytest.approx(result.runs["all"].solver["values"][r][k], abs=1e-9)
