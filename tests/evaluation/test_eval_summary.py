@@ -76,6 +76,44 @@ def test_collapsed_estimator_is_flagged_in_the_summary():
     assert any("collapse" in f for f in e["flags"])
 
 
+def test_an_estimator_that_is_mostly_the_leave_one_out_mean_is_flagged():
+    """The issue's failure: estimates that are the experience mean (held out per agent) plus a
+    little move against the truth. Spread alone does not catch it (here 0.3 of the truth's), the
+    Pearson with the leave-one-out mean does; a good estimator is not flagged."""
+    results, truth = _tables({"enigma": 0.01}, n_agents=30)
+    tw = truth.pivot(index="agent_id", columns="rating", values="value")
+    rng = np.random.default_rng(1)
+    logs = tw + rng.normal(0, 0.02, tw.shape)  # the logged ratings: the truth plus sampling noise
+    rows = []
+    for a in tw.index:
+        for r in tw.columns:
+            loo = float(logs.drop(a)[r].mean())
+            rows.append({"estimator": "experience-mean", "agent_id": a, "rating": r, "estimate": loo})
+            rows.append({"estimator": "near-mean", "agent_id": a, "rating": r, "estimate": loo + 0.3 * (loo - 0.5) * 30 + rng.normal(0, 0.02)})
+    s, _ = build_summary(pd.concat([results, pd.DataFrame(rows)]), truth, "toy", FAST)
+    near, good = s["estimators"]["near-mean"], s["estimators"]["enigma"]
+    assert near["enjoy"]["spread_ratio"] > 0.2 and not any("collapse" in f for f in near["flags"])
+    assert near["enjoy"]["loo_mean_pearson"] > 0.9 and any("leave-one-out mean" in f for f in near["flags"])
+    assert good["enjoy"]["loo_mean_pearson"] < -0.9 and not any("leave-one-out mean" in f for f in good["flags"])
+    assert "loo_mean_pearson" not in s["estimators"]["experience-mean"]["enjoy"] or s["estimators"]["experience-mean"]["enjoy"]["loo_mean_pearson"] is None
+    # the truth here is a line in the agent's index and the logs follow it: the leave-one-out mean is
+    # nearly collinear with the truth, so nothing is left for a partial correlation
+    assert near["enjoy"]["partial_pearson"] is None
+
+
+def test_partial_correlation_beyond_the_leave_one_out_mean():
+    from enigma.evaluation.correlation import loo_mean_dependence
+
+    rng = np.random.default_rng(0)
+    truth = rng.normal(size=40)
+    loo = -0.5 * truth + rng.normal(size=40)  # the logs' mean only partly tied to the truth
+    knows_more = loo + 2.0 * truth
+    only_mean = loo + rng.normal(0, 0.1, 40)
+    assert loo_mean_dependence(knows_more, loo, truth)["partial_pearson"] > 0.9
+    assert abs(loo_mean_dependence(only_mean, loo, truth)["partial_pearson"]) < 0.4
+    assert loo_mean_dependence(only_mean, loo, truth)["loo_mean_pearson"] > 0.9
+
+
 def test_runs_that_did_not_converge_are_flagged():
     results, truth = _tables({"enigma": 0.01, "bleu": 0.2})
     diag = {"a1": {"all": {"converged": False, "grad_max": 53.0}}, "a4": {"all": {"converged": True}}}

@@ -19,6 +19,11 @@ class ReportConfig(BaseModel):
     # An estimator whose estimates spread less than this fraction of the truth's spread has
     # (nearly) collapsed to a constant; its correlations are then noise or artefacts.
     collapse_spread_ratio: float = Field(0.1, ge=0.0)
+    # The leave-one-out mean of the other agents' logs (the estimator of this name) correlates
+    # about -1 with the truth; an estimator whose estimates correlate with it at least this much
+    # is mostly that mean and is flagged (its partial correlation beyond it is reported).
+    loo_mean_estimator: str = "experience-mean"
+    loo_mean_flag: float = Field(0.5, gt=-1.0, le=1.0)
     rank_by: str = Field("mean_pearson", pattern="^mean_(pearson|spearman|kendall)$")
     # The estimator the headline sentence is about ("is ENIGMA the best here?").
     enigma_estimator: str = "enigma"

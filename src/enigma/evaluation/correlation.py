@@ -55,6 +55,33 @@ def spread_ratio(estimates, truth) -> float:
     return float(e.std(ddof=1) / st) if st > 0 else float("nan")
 
 
+def loo_mean_dependence(estimates, loo_mean, truth, max_collinear: float = 0.98) -> dict[str, float | None]:
+    """How far an estimator's estimates are the leave-one-out mean of the other agents' logs
+    (``loo_mean``: the experience-mean estimator's estimates). ``loo_mean_pearson``: their Pearson
+    with it; positive means they move with the mean of the others, which moves against the truth
+    (holding a good agent out lowers the mean of the rest). ``partial_pearson``: the Pearson of
+    estimates and truth once the leave-one-out mean is regressed out of both, what the estimator
+    knows beyond it; None where the leave-one-out mean and the truth are nearly collinear (then
+    nothing is left to correlate, e.g. simulated logs that follow each agent's own policy)."""
+    e, m, t = (np.asarray(v, dtype=float) for v in (estimates, loo_mean, truth))
+    ok = np.isfinite(e) & np.isfinite(m) & np.isfinite(t)
+    e, m, t = e[ok], m[ok], t[ok]
+    out: dict[str, float | None] = {"loo_mean_pearson": None, "partial_pearson": None}
+    if len(e) < 4 or np.ptp(m) == 0 or np.ptp(e) == 0:
+        return out
+    out["loo_mean_pearson"] = float(np.corrcoef(e, m)[0, 1])
+    if np.ptp(t) > 0 and abs(np.corrcoef(m, t)[0, 1]) < max_collinear:
+        design = np.column_stack([np.ones_like(m), m])
+
+        def residual(v: np.ndarray) -> np.ndarray:
+            return v - design @ np.linalg.lstsq(design, v, rcond=None)[0]
+
+        re, rt = residual(e), residual(t)
+        if np.ptp(re) > 0 and np.ptp(rt) > 0:
+            out["partial_pearson"] = float(np.corrcoef(re, rt)[0, 1])
+    return out
+
+
 # ---- vectorised statistics over bootstrap resamples (rows) --------------------------------
 def _pearson_rows(X: np.ndarray, Y: np.ndarray) -> np.ndarray:
     xc = X - X.mean(axis=1, keepdims=True)
@@ -133,10 +160,14 @@ def score_estimator(
     seed: int = 0,
     confidence: float = 0.95,
     collapse_spread_ratio: float = 0.1,
+    loo_mean: pd.DataFrame | None = None,
+    loo_mean_flag: float = 0.5,
 ) -> EstimatorScore:
     """``estimates`` and ``truth`` are agent × rating tables (index agent_id). Agents that lack
     an estimate or a true value for any of ``ratings`` are left out of every rating (listed in
-    ``missing_agents``), so that all ratings and the mean share one set of agents."""
+    ``missing_agents``), so that all ratings and the mean share one set of agents. ``loo_mean``
+    (agent x rating, the experience mean held out per agent) adds ``loo_mean_dependence`` per
+    rating, flagged where the estimates' Pearson with it reaches ``loo_mean_flag``."""
     missing_cols = [r for r in ratings if r not in estimates.columns or r not in truth.columns]
     if missing_cols:
         raise ValueError(f"estimator {name!r}: no estimates or no truth for rating(s) {missing_cols}")
@@ -171,6 +202,15 @@ def score_estimator(
             for s in STATS:
                 entry[f"{s}_ci95"] = [None, None]
         entry["spread_ratio"] = spread_ratio(x, y)
+        if loo_mean is not None and r in loo_mean.columns:
+            dep = loo_mean_dependence(x, loo_mean[r].reindex(agents).to_numpy(float), y)
+            entry.update(dep)
+            lp = dep["loo_mean_pearson"]
+            if lp is not None and lp >= loo_mean_flag:
+                flags.append(
+                    f"{r}: estimates follow the leave-one-out mean of the other agents' logs (Pearson {lp:+.2f} with it; "
+                    "that mean moves against the truth)"
+                )
         per_rating[r] = entry
         sr = entry["spread_ratio"]
         if isinstance(sr, float) and math.isfinite(sr) and sr < threshold:

@@ -52,7 +52,10 @@ intervals are {{ (s.settings.confidence * 100) | round | int }}% {{ s.settings.i
 ({{ s.settings.bootstrap_resamples }} resamples, seed {{ s.settings.seed }}).
 The spread ratio is std(estimates) / std(truth): near 0 the estimator has collapsed to a constant
 (flagged below {{ s.settings.collapse_spread_ratio }}, or below 1.5/(n&minus;1) with few agents), and a constant such as the leave-one-out mean
-correlates &minus;1 with truth by construction.</p>
+correlates &minus;1 with truth by construction. An estimator that is mostly that mean plus a little is flagged where its
+estimates' Pearson with {{ s.settings.loo_mean_estimator }} (the leave-one-out mean of the other agents' logs) reaches
+{{ s.settings.loo_mean_flag }}; the per-rating table gives that Pearson and, where the mean and the truth are not collinear,
+the partial Pearson with the truth beyond it.</p>
 
 <h2>Estimators side by side</h2>
 <table><tr><th>rank</th><th>estimator</th><th>information regime</th><th>labels</th>
@@ -67,10 +70,10 @@ correlates &minus;1 with truth by construction.</p>
 {% endfor %}</table>
 {% if overview %}<img src="{{ overview }}" alt="overview">{% endif %}
 
-<h2>Per rating: Pearson / Spearman / Kendall (spread ratio)</h2>
+<h2>Per rating: Pearson / Spearman / Kendall (spread ratio; Pearson with the leave-one-out mean | partial Pearson beyond it)</h2>
 <table><tr><th>estimator</th>{% for r in s.ratings %}<th>{{ r }}</th>{% endfor %}</tr>
 {% for name in order %}{% set e = s.estimators[name] %}<tr><td class="name">{{ name }}</td>
-{% for r in s.ratings %}<td title="Pearson CI {{ ci(e[r].pearson_ci95) }}">{{ f(e[r].pearson) }} / {{ f(e[r].spearman) }} / {{ f(e[r].kendall) }} ({{ f(e[r].spread_ratio) }})</td>{% endfor %}</tr>
+{% for r in s.ratings %}<td title="Pearson CI {{ ci(e[r].pearson_ci95) }}">{{ f(e[r].pearson) }} / {{ f(e[r].spearman) }} / {{ f(e[r].kendall) }} ({{ f(e[r].spread_ratio) }}{% if e[r].loo_mean_pearson is not none %}; {{ f(e[r].loo_mean_pearson) }} | {{ f(e[r].partial_pearson) }}{% endif %})</td>{% endfor %}</tr>
 {% endfor %}</table>
 
 <h2>How sure is each estimate: per-agent intervals and their coverage</h2>

@@ -2,7 +2,7 @@
 
 The shape (issue 6) is ``{"benchmark", "n_agents", "ratings", "estimators": {"<est>":
 {"<rating>": {"pearson", "spearman", "kendall", "pearson_ci95", "spearman_ci95",
-"kendall_ci95", "spread_ratio", "interval_coverage", "interval_mean_width", "interval_missed"},
+"kendall_ci95", "spread_ratio", "loo_mean_pearson", "partial_pearson", "interval_coverage", "interval_mean_width", "interval_missed"},
 "mean_pearson", "mean_spearman", "regime": [...],
 "labels": {...}}}, "agents": {"<agent>": {"<rating>": {"truth": t, "<est>": e}}}}``.
 Beyond it: per estimator ``mean_kendall``, intervals of the means, ``n_agents`` and ``flags``
@@ -31,7 +31,8 @@ from enigma.evaluation.intervals import interval_coverage, interval_table
 from enigma.evaluation.results import check_results
 from enigma.evaluation.truth import truth_wide
 
-PER_RATING_KEYS = ("pearson", "spearman", "kendall", "pearson_ci95", "spearman_ci95", "kendall_ci95", "spread_ratio")
+PER_RATING_KEYS = ("pearson", "spearman", "kendall", "pearson_ci95", "spearman_ci95", "kendall_ci95", "spread_ratio",
+                   "loo_mean_pearson", "partial_pearson")
 INTERVAL_KEYS = ("interval_coverage", "interval_mean_width", "interval_missed")  # {"sampling": ..., "conformal": ...}
 
 
@@ -111,6 +112,8 @@ def build_summary(
 
     estimators: dict[str, Any] = {}
     scores: dict[str, EstimatorScore] = {}
+    loo = results[results["estimator"] == cfg.loo_mean_estimator]
+    loo_mean = loo.pivot(index="agent_id", columns="rating", values="estimate") if len(loo) else None
     for name, group in results.groupby("estimator", sort=True):
         ew = group.pivot(index="agent_id", columns="rating", values="estimate")
         missing = [r for r in ratings if r not in ew.columns]
@@ -125,10 +128,12 @@ def build_summary(
             seed=cfg.seed,
             confidence=cfg.confidence,
             collapse_spread_ratio=cfg.collapse_spread_ratio,
+            loo_mean=None if name == cfg.loo_mean_estimator else loo_mean,
+            loo_mean_flag=cfg.loo_mean_flag,
         )
         scores[name] = score
         info = (estimator_info or {}).get(name, {})
-        entry: dict[str, Any] = {r: {k: score.per_rating[r][k] for k in PER_RATING_KEYS} for r in ratings}
+        entry: dict[str, Any] = {r: {k: score.per_rating[r].get(k) for k in PER_RATING_KEYS} for r in ratings}
         for r in ratings:
             cov = interval_coverage(group, tw, r, cfg.confidence)
             kinds = {k: cov[k] for k in ("sampling", "conformal")}
@@ -206,6 +211,8 @@ def build_summary(
             "seed": cfg.seed,
             "confidence": cfg.confidence,
             "collapse_spread_ratio": cfg.collapse_spread_ratio,
+            "loo_mean_estimator": cfg.loo_mean_estimator,
+            "loo_mean_flag": cfg.loo_mean_flag,
             "rank_by": cfg.rank_by,
             "interval": "percentile bootstrap, agents resampled with replacement, the same resamples for every rating",
             "agent_interval": {
