@@ -33,7 +33,7 @@ def test_all_three_values_are_the_certainty_equivalence_value_on_tabular_feature
     ce = certainty_equivalence_value(store, ta)
     values = result.runs["all"].solver["values"]
     for r in RATINGS:
-        assert values[r]["weighted"] == pytest.approx(result.estimates[r]["estimate"], abs=1e-9)  # u = 0: the paper's estimate
+        assert values[r]["weighted"] == pytest.approx(result.estimates[r]["estimate"], abs=1e-6)  # u = 0: the paper's estimate (float64 here, the float32 final pass there)
         for kind in ("q", "dr"):
             assert abs(values[r][kind] - ce[r]) < 0.002, (r, kind, values[r], ce[r])
     assert result.diagnostics["all"]["values"] == values  # recorded with every run

@@ -104,8 +104,9 @@ def add_values(run: DiceRun, feats: Features, data: DiceData, cfg: DiceConfig) -
     logged, target = feats(None)
     values = value_estimates(run.heads, logged, target, data, cfg.tmax, cfg.q_ridge)
     run.solver["values"] = values
-    for name, v in values.items():
-        run.estimates[name]["estimate"] = v[cfg.value]
+    if cfg.value != "weighted":  # weighted is the final pass's own estimate already
+        for name, v in values.items():
+            run.estimates[name]["estimate"] = v[cfg.value]
 
 
 def add_intervals(run: DiceRun, feats: Features, data: DiceData, cfg: DiceConfig, *, reward_index: int | None, desc: str,
