@@ -68,6 +68,29 @@ def test_the_tabular_problem_through_the_cli_is_exact_with_the_default_params(ta
             assert f"{rating}={e:.4f} [{lo:.3f}, {hi:.3f}]" in r.stdout
 
 
+def test_the_doubly_robust_value_through_the_cli_is_exact(tabular_store, tmp_path):
+    """``dice.value: dr`` set in the user's params file: the command reports the doubly robust
+    value (the one in its diagnostics), and on the tabular problem it is the logs' own answer."""
+    import yaml
+
+    work, t = tabular_store, "soft"
+    params = yaml.safe_load(PARAMS.read_text())
+    params["estimators"]["enigma"]["dice"].update(value="dr", q_ridge=0.01, interval_resamples=0)
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+    r = enigma("estimate", "--experience", work / "store", f"--target={t}=python:enigma.ope.tabular:{t}", "--encoder", "onehot",
+               "--out", tmp_path / "out", "--params", tmp_path / "params.yaml", "--cache-dir", work / "cache", "-q")
+    assert r.exit_code == 0, r.output
+    est = json.loads((tmp_path / "out" / "estimates.json").read_text())
+    s = enigma("sample", work / "store", f"python:enigma.ope.tabular:{t}", "--cache-dir", work / "cache" / "samples",
+               "--params", PARAMS, "-o", tmp_path / "draws.parquet", "-q")
+    assert s.exit_code == 0, s.output
+    saddle = certainty_equivalence_value(ExperienceStore.open(work / "store"), pq.read_table(tmp_path / "draws.parquet"))
+    values = est["diagnostics"][t]["all"]["values"]
+    for rating in RATINGS:
+        e = est["targets"][t][rating]["estimate"]
+        assert e == values[rating]["dr"] and abs(e - saddle[rating]) < 0.002, (rating, e, values[rating], saddle[rating])
+
+
 def test_a_run_that_did_not_converge_is_flagged_and_exits_3(tmp_path):
     # six dialogues of one agent, a target it never resembles: the solver stops short
     store = T.write_tiny_store(tmp_path / "store", n_dialogues=6, agents=("a1",))
