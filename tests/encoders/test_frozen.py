@@ -88,7 +88,7 @@ def test_position_buckets_saturate(cache):
     d = DialogueActions("long", turns, (1, 3, 5, 7, 9), tuple(("x",) for _ in range(5)))
     enc = FrozenPairEncoder(cache, position_buckets=3)
     prepared = enc.prepare([d], 5)
-    assert prepared.position[0].tolist() == [0, 1, 2, 2, 2]
+    assert prepared.position[prepared.rows(torch.tensor([0]))].tolist() == [0, 1, 2, 2, 2]
 
 
 def test_projection_is_trainable_and_masked(cache):

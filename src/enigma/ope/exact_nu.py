@@ -60,6 +60,7 @@ from enigma.ope.guards import DiceDivergence, check_zeta
 from enigma.ope.heads import DiceHeads, zeta_activation
 from enigma.ope.objective import penalty
 from enigma.ope.problem import Solution
+from enigma.ope.turns import TurnFeatures
 
 # Newton steps solve a system in zeta's parameters (features + bias + one per slot); the
 # default text features (32 PCA dimensions + 15 agreement features) give 63
@@ -106,29 +107,28 @@ class FlowRows:
         return out.index_add_(0, self.slot, per_row * w)
 
 
-def flow_rows(
-    logged: torch.Tensor, target: torch.Tensor, sample_mask: torch.Tensor, n_agent_turns: torch.Tensor, tmax: int
-) -> FlowRows:
-    """``logged`` [N, K, d], ``target`` [N, K, S, d], ``sample_mask`` [N, K, S]: the rows of the cyclic
-    chain of slots 0 (pseudo), 1..n (the agent turns), n+1..Tmax-1 (pseudo)."""
-    n, k, d = logged.shape
+def flow_rows(turns: TurnFeatures, tmax: int) -> FlowRows:
+    """The rows of the cyclic chain of slots 0 (pseudo), 1..n (the agent turns), n+1..Tmax-1
+    (pseudo) of every dialogue, from its real turns' features (``TurnFeatures``, ragged)."""
+    logged, target = turns.logged, turns.target
+    n, d = turns.n_dialogues, logged.shape[-1]
     dt, device = logged.dtype, logged.device
     width = d + 1 + tmax
-    m = sample_mask.to(dt).unsqueeze(-1)
-    target_mean = (target * m).sum(2) / m.sum(2).clamp(min=1)  # nu is linear: mean of nu = nu of mean
-    turns = n_agent_turns.to(device).long()
-    dialogue, turn = (torch.arange(k, device=device).unsqueeze(0) < turns.unsqueeze(1)).nonzero(as_tuple=True)
+    m = turns.sample_mask.to(device=device, dtype=dt).unsqueeze(-1)
+    target_mean = (target * m).sum(1) / m.sum(1).clamp(min=1)  # nu is linear: mean of nu = nu of mean
+    lengths = turns.n_agent_turns.to(device).long()
+    dialogue, turn = turns.positions()
     eye = torch.eye(tmax, dtype=dt, device=device)
 
-    # real rows: slot turn + 1; its successor is the next turn with the target's reply, or after
-    # the last turn the pseudo slot turn + 2 (slot 0 when the chain wraps)
+    # real rows: slot turn + 1; its successor is the next turn (the next row) with the target's
+    # reply, or after the last turn the pseudo slot turn + 2 (slot 0 when the chain wraps)
     psi = torch.zeros(len(turn), width, dtype=dt, device=device)
-    psi[:, :d] = logged[dialogue, turn]
+    psi[:, :d] = logged
     psi[:, d] = 1.0
     succ = torch.zeros_like(psi)
-    has_next = turn + 1 < turns[dialogue]
-    nxt = torch.clamp(turn + 1, max=k - 1)
-    succ[:, :d] = torch.where(has_next.unsqueeze(1), target_mean[dialogue, nxt], 0.0)
+    has_next = turn + 1 < lengths[dialogue]
+    nxt = torch.clamp(torch.arange(len(turn), device=device) + 1, max=max(len(turn) - 1, 0))
+    succ[:, :d] = torch.where(has_next.unsqueeze(1), target_mean[nxt], 0.0)
     succ[:, d] = has_next.to(dt)
     succ[:, d + 1 :] = torch.where(has_next.unsqueeze(1), 0.0, eye[(turn + 2) % tmax])
 
@@ -137,14 +137,15 @@ def flow_rows(
     pad_psi = torch.zeros(tmax, width, dtype=dt, device=device)
     pad_psi[:, d + 1 :] = eye
     pad_succ = torch.zeros_like(pad_psi)
-    pad_succ[0, :d] = target_mean[:, 0].mean(0)
+    pad_succ[0, :d] = target_mean[turn == 0].mean(0)
     pad_succ[0, d] = 1.0
     pad_succ[1:, d + 1 :] = eye[(torch.arange(1, tmax, device=device) + 1) % tmax]
-    pad_weight = (torch.arange(tmax, device=device).unsqueeze(1) > turns.unsqueeze(0)).sum(1).to(dt)
+    # dialogues shorter than t, per slot t: n minus those with at least t agent turns
+    longer = torch.bincount(lengths, minlength=tmax)[:tmax].flip(0).cumsum(0).flip(0)
+    pad_weight = (n - longer).to(dt)
     pad_weight[0] = n
 
-    last = torch.zeros(n, dtype=torch.long, device=device)
-    last[dialogue[turn == turns[dialogue] - 1]] = (turn == turns[dialogue] - 1).nonzero(as_tuple=True)[0]
+    last = turns.last()
     return FlowRows(
         psi=torch.cat([psi, pad_psi]),
         delta=torch.cat([succ - psi, pad_succ - pad_psi]),
@@ -163,9 +164,9 @@ class ZetaProblem:
     The raw output of every row is ``psi @ theta`` (psi, nu's basis, is laid out the same way).
     Expectations are over all ``N x Tmax`` slots, computed on the weighted rows (``FlowRows``)."""
 
-    def __init__(self, logged: torch.Tensor, target: torch.Tensor, data: Any, cfg: DiceConfig, reward_index: int | None = None):
+    def __init__(self, turns: TurnFeatures, data: Any, cfg: DiceConfig, reward_index: int | None = None):
         self.cfg = cfg
-        self.feature_dim = logged.shape[-1]
+        self.feature_dim = turns.dim
         self.n_params = self.feature_dim + 1 + cfg.tmax
         if self.n_params > MAX_PARAMS:
             raise ValueError(
@@ -173,8 +174,8 @@ class ZetaProblem:
                 "set dice.project_dim to shrink text features (onehot: fewer distinct state-action pairs), or use solver gda"
             )
         dt = torch.float64  # minimised to a tight gradient tolerance: float32 stalls first
-        device = logged.device
-        self.rows = flow_rows(logged.to(dt), target.to(dt), data.sample_mask.to(device), data.n_agent_turns.to(device), cfg.tmax)
+        device = turns.logged.device
+        self.rows = flow_rows(turns.to(dt), cfg.tmax)
         rows = self.rows
         self.psi, self.delta, self.weight = rows.psi, rows.delta, rows.weight
         self.slots = rows.n_slots
@@ -256,20 +257,18 @@ def solve_exact_nu(
     desc: str = "dice",
 ) -> Solution:
     """The solver on the trainer's features (fixed ones only: nu is solved in closed form on them)."""
-    if feats.cache is None:
+    if feats.turns is None:
         raise ValueError(
             "dice.solver exact_nu needs fixed features (encoder onehot, or frozen without a trainable "
             "projection); a fine-tuned encoder trains through nu: use solver gda"
         )
-    logged, target = feats(None)
-    heads, curve, summary = fit_exact_nu(heads, logged, target, data, cfg, reward_index=reward_index, progress=progress, desc=desc)
+    heads, curve, summary = fit_exact_nu(heads, feats.turns, data, cfg, reward_index=reward_index, progress=progress, desc=desc)
     return Solution(heads, feats, summary["iterations"], curve, summary)
 
 
 def fit_exact_nu(
     heads: DiceHeads,
-    logged: torch.Tensor,
-    target: torch.Tensor,
+    turns: TurnFeatures,
     data: Any,
     cfg: DiceConfig,
     *,
@@ -284,8 +283,8 @@ def fit_exact_nu(
     the solver's summary (iterations, final gradient and constraint gap, converged, the final
     penalty weight ``mu``). ``warm_mu``: start from the multipliers in ``heads.lam`` with this
     penalty weight (a refit near a known solution, e.g. a bootstrap resample) instead of zero."""
-    device, dt = logged.device, torch.float64
-    problem = ZetaProblem(logged, target, data, cfg, reward_index)
+    device, dt = turns.logged.device, torch.float64
+    problem = ZetaProblem(turns, data, cfg, reward_index)
     parts_of, d = problem.parts, problem.feature_dim
 
     with torch.no_grad():

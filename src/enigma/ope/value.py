@@ -33,6 +33,7 @@ import torch
 
 from enigma.ope.exact_nu import FlowRows, flow_rows
 from enigma.ope.heads import DiceHeads, zeta_activation
+from enigma.ope.turns import TurnFeatures
 
 VALUES = ("weighted", "q", "dr")
 
@@ -91,11 +92,9 @@ def ratio_values(rows: FlowRows, zeta: torch.Tensor, b: torch.Tensor, u: torch.T
     return out.detach().cpu().numpy()
 
 
-def value_estimates(heads: DiceHeads, logged: torch.Tensor, target: torch.Tensor, data: Any, tmax: int,
-                    ridge: float) -> dict[str, dict[str, float]]:
+def value_estimates(heads: DiceHeads, turns: TurnFeatures, data: Any, tmax: int, ridge: float) -> dict[str, dict[str, float]]:
     """``{rating: {"weighted", "q", "dr"}}`` for linear heads on fixed features."""
-    dt = torch.float64
-    rows = flow_rows(logged.to(dt), target.to(dt), data.sample_mask.to(logged.device), data.n_agent_turns.to(logged.device), tmax)
+    rows = flow_rows(turns.to(torch.float64), tmax)
     with torch.no_grad():
         zeta = zeta_rows(heads, rows)
         b = reward_columns(rows, data.rewards)
