@@ -12,7 +12,8 @@ import torch
 
 from enigma.contracts import HeldOutAgent
 from enigma.ope import DiceConfig, EnigmaEstimator
-from enigma.ope.exact_nu import ZetaProblem, fit_exact_nu, flow_rows
+from enigma.ope.exact_nu import ZetaProblem, fit_exact_nu
+from enigma.ope.flow_rows import flow_rows
 from enigma.ope.heads import DiceHeads
 from enigma.ope.objective import lagrangian, slot_values
 from enigma.ope.tabular import RATINGS, certainty_equivalence_value, empirical_ratio, target_actions
@@ -241,3 +242,22 @@ def test_the_nu_penalty_does_not_depend_on_the_scale_of_the_features():
         v = slot_values(heads.double(), lg.double(), tg.double(), data.sample_mask, data.n_agent_turns)
         runs.append(v.zeta.gather(1, data.n_agent_turns.unsqueeze(1)).squeeze(1))
     assert torch.allclose(runs[0], runs[1], rtol=1e-4, atol=1e-6)
+
+
+def test_the_row_blocks_multiply_as_the_dense_basis_does():
+    """FlowRows keeps the pseudo-slot coordinates only on the edge rows (each dialogue's last turn
+    and the pseudo rows): every product the solver and the Q fit take must equal the dense one."""
+    logged, target, data, _ = _random_problem(6)
+    tmax = 9  # more pseudo slots than turns: most of the basis is those coordinates
+    rows = flow_rows(_turns(logged.double(), target.double(), data), tmax)
+    psi, delta = rows.psi, rows.delta
+    assert rows.inner_psi.shape[1] == logged.shape[-1] + 1 and rows.edge_psi.shape[0] == data.n_agent_turns.numel() + tmax
+    gen = torch.Generator().manual_seed(2)
+    x, y = torch.randn(psi.shape[1], 3, generator=gen, dtype=torch.float64), torch.randn(psi.shape[0], 3, generator=gen, dtype=torch.float64)
+    s = torch.rand(psi.shape[0], generator=gen, dtype=torch.float64)
+    for name, m in (("psi", psi), ("delta", delta)):
+        assert torch.allclose(rows.apply(name, x), m @ x) and torch.allclose(rows.rapply(name, y), m.T @ y)
+        assert torch.allclose(rows.sq_norms(name), (m**2).sum(1))
+        assert torch.allclose(rows.slot_sums_of(name, s), rows.slot_sums(m * s.unsqueeze(1)))
+    assert torch.allclose(rows.gram("delta", "psi", s), delta.T @ (psi * s.unsqueeze(1)))
+    assert torch.allclose(rows.gram("psi", "psi", s), psi.T @ (psi * s.unsqueeze(1)))

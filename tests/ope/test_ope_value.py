@@ -9,7 +9,7 @@ import torch
 
 from enigma.contracts import HeldOutAgent
 from enigma.ope import DiceConfig, EnigmaEstimator
-from enigma.ope.exact_nu import flow_rows
+from enigma.ope.flow_rows import flow_rows
 from enigma.ope.tabular import RATINGS, certainty_equivalence_value, target_actions
 from enigma.ope.value import fit_q, ratio_values, reward_columns, value_estimates, zeta_rows
 from enigma.ope.turns import TurnFeatures
