@@ -261,3 +261,10 @@ def test_the_row_blocks_multiply_as_the_dense_basis_does():
         assert torch.allclose(rows.slot_sums_of(name, s), rows.slot_sums(m * s.unsqueeze(1)))
     assert torch.allclose(rows.gram("delta", "psi", s), delta.T @ (psi * s.unsqueeze(1)))
     assert torch.allclose(rows.gram("psi", "psi", s), psi.T @ (psi * s.unsqueeze(1)))
+
+
+def test_a_tmax_beyond_the_solver_is_a_config_error_that_says_so():
+    logged, target, data, _ = _random_problem(7)
+    cfg = DiceConfig.preset("exact_nu", tmax=1100, device="cpu")
+    with pytest.raises(ValueError, match=r"one per slot \(dice.tmax 1100\).*longer than 1018 agent turns"):
+        ZetaProblem(_turns(logged, target, data), data, cfg)

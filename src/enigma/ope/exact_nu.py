@@ -63,7 +63,8 @@ from enigma.ope.flow_rows import flow_rows
 from enigma.ope.turns import TurnFeatures
 
 # Newton steps solve a system in zeta's parameters (features + bias + one per slot); the
-# default text features (32 PCA dimensions + 15 agreement features) give 63
+# default text features (32 PCA dimensions + 15 agreement features) give 48 + Tmax. The bound
+# keeps each step's P x P solve cheap; it admits dialogues of up to about 970 agent turns.
 MAX_PARAMS = 1024
 MU_START = 10.0  # the first penalty weight of the mass constraints; x10 while they tighten slowly
 MAX_OUTER = 50
@@ -85,7 +86,9 @@ class ZetaProblem:
         if self.n_params > MAX_PARAMS:
             raise ValueError(
                 f"solver exact_nu takes Newton steps on zeta's {self.n_params} parameters (at most {MAX_PARAMS}): "
-                "set dice.project_dim to shrink text features (onehot: fewer distinct state-action pairs), or use solver gda"
+                f"{self.feature_dim} features, a bias and one per slot (dice.tmax {cfg.tmax}); set dice.project_dim to shrink "
+                "text features (onehot: fewer distinct state-action pairs), or use solver gda; dialogues longer than "
+                f"{MAX_PARAMS - self.feature_dim - 2} agent turns do not fit this solver"
             )
         dt = torch.float64  # minimised to a tight gradient tolerance: float32 stalls first
         device = turns.logged.device
