@@ -159,9 +159,14 @@ def main() -> None:
     ap.add_argument("--copies", type=int, nargs="+", default=[1, 4, 10])
     ap.add_argument("--longest", type=int, nargs="+", default=[6, 30, 100, 300], help="6: See 2019 as it is")
     ap.add_argument("--baseline", default=None, metavar="GIT_REF", help="also run the code at this ref, side by side")
-    ap.add_argument("--dense-limit-gb", type=float, default=12.0)
+    ap.add_argument("--dense-limit-gb", type=float, default=2.5,
+                    help="the old layout's peak was about 5x its two feature tables (10 copies: 12.8 GB at 2.2 GB of tables)")
     ap.add_argument("--tag", default="scale")
     args = ap.parse_args()
+    out_json = RESULTS / f"{args.tag}.json"
+    # finished cases are kept (a long grid may be run in parts): a case is (code, copies, longest)
+    rows = json.loads(out_json.read_text())["rows"] if out_json.is_file() else []
+    done = {(r["code"].split(" ")[0], r["copies"], r.get("requested_longest", r["longest"])) for r in rows}
 
     codes = {"this checkout": REPO / "src"}
     tmp = None
@@ -170,18 +175,25 @@ def main() -> None:
         subprocess.run(["git", "worktree", "add", "--detach", tmp, args.baseline], cwd=REPO, check=True, capture_output=True)
         codes[f"baseline {args.baseline}"] = Path(tmp) / "src"
     cases = [(c, l) for l in args.longest for c in args.copies]
-    rows = []
     try:
         for copies, longest in cases:
             for name, src in codes.items():
+                if (name.split(" ")[0], copies, longest) in done:
+                    continue
                 limit = args.dense_limit_gb if name != "this checkout" else None
-                r = dict(spawn(src, copies, longest, limit), code=name)
+                r = dict(spawn(src, copies, longest, limit), code=name, requested_longest=longest)
                 print(json.dumps(r), flush=True)
                 rows.append(r)
+                out_json.parent.mkdir(parents=True, exist_ok=True)
+                out_json.write_text(json.dumps({"rows": rows}, indent=1) + "\n")
     finally:
         if tmp:
             subprocess.run(["git", "worktree", "remove", "--force", tmp], cwd=REPO, capture_output=True)
-    cmd = " ".join([".venv/bin/python", "benchmarks/scale.py", *sys.argv[1:]])
+    write_table(rows, " ".join([".venv/bin/python", "benchmarks/scale.py", *sys.argv[1:]]), args.tag)
+
+
+def write_table(rows: list[dict], cmd: str, tag: str) -> None:
+    rows = sorted(rows, key=lambda r: (r.get("requested_longest", r["longest"]), r["copies"], r["code"] != "this checkout"))
     lines = ["# Scale: encode + train of one held-out agent (See 2019 copies)", "", f"`{cmd}`", "",
              f"Held-out bot `{AGENT}`; frozen features, the enigma settings of params.yaml with `tmax` = longest + 1 and no "
              "interval; one torch thread; every text already in the embedding cache (encoding throughput is measured apart). "
@@ -197,8 +209,8 @@ def main() -> None:
             lines.append(f"| {r['code']} | {r['copies']} | {r.get('dialogues', '')} | {r.get('agent_turns', '')} | {r['longest']} | "
                          f"not run | {why} | | |")
     RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / f"{args.tag}.md").write_text("\n".join(lines) + "\n")
-    (RESULTS / f"{args.tag}.json").write_text(json.dumps({"command": cmd, "rows": rows}, indent=1) + "\n")
+    (RESULTS / f"{tag}.md").write_text("\n".join(lines) + "\n")
+    (RESULTS / f"{tag}.json").write_text(json.dumps({"command": cmd, "rows": rows}, indent=1) + "\n")
     print("\n".join(lines))
 
 
