@@ -46,7 +46,7 @@ REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "benchmarks" / "results"
 
 
-def rows_for(cfg: DiceConfig, heads, logged, target, data, mu, rating: str) -> dict[str, dict]:
+def rows_for(cfg: DiceConfig, heads, turns, data, mu, rating: str) -> dict[str, dict]:
     """Every stopping rule on the same resamples: draws, the interval, refit steps and seconds."""
     calls: list[int] = []
     original = bootstrap.fit_exact_nu
@@ -66,7 +66,7 @@ def rows_for(cfg: DiceConfig, heads, logged, target, data, mu, rating: str) -> d
                 c = c.model_copy(update={"solver_tol": cfg.solver_tol / 100})
             calls.clear()
             t0 = time.perf_counter()
-            got = bootstrap.bootstrap_estimates(copy.deepcopy(heads), logged, target, data, c, warm_mu=mu)
+            got = bootstrap.bootstrap_estimates(copy.deepcopy(heads), turns, data, c, warm_mu=mu)
             d = got["draws"][rating]
             out[name] = {"draws": d, "seconds": time.perf_counter() - t0, "mean_steps": float(np.mean(calls)),
                          "interval": bootstrap.percentile_interval(d, cfg.interval_level), "mass_gap_max": got["mass_gap_max"]}
@@ -85,8 +85,8 @@ def airline_case(agent: str, cfg: DiceConfig, params: Params):
     enc = EnigmaEstimator(cfg, encode=params.encode, progress=False).encoder()
     prep = enc.prepare(paired.dialogues, max(d.n_agent_turns for d in paired.dialogues))
     run = train_dice(enc, prep, data, cfg.model_copy(update={"interval_resamples": 0}), progress=False)
-    logged, target = Features(enc, prep, len(data.dialog_ids), torch.device("cpu"), cfg)(None)
-    return run, logged, target, data
+    turns = Features(enc, prep, data, torch.device("cpu"), cfg).turns
+    return run, turns, data
 
 
 def tabular_case(cfg: DiceConfig):
@@ -101,8 +101,8 @@ def tabular_case(cfg: DiceConfig):
     data = dice_data(paired)
     enc = est.encoder()
     prep = enc.prepare(paired.dialogues, max(d.n_agent_turns for d in paired.dialogues))
-    logged, target = Features(enc, prep, len(data.dialog_ids), torch.device("cpu"), c)(None)
-    return run, logged, target, data, c
+    turns = Features(enc, prep, data, torch.device("cpu"), c).turns
+    return run, turns, data, c
 
 
 def main() -> None:
@@ -115,13 +115,13 @@ def main() -> None:
     params = Params.load(REPO / "params.yaml")
     cfg = dice_config("enigma", params).model_copy(update={"device": "cpu"})
     cases = {}
-    run, lg, tg, data, tab_cfg = tabular_case(cfg)
+    run, turns, data, tab_cfg = tabular_case(cfg)
     cases["tabular/soft_matcher (match)"] = rows_for(tab_cfg.model_copy(update={"interval_resamples": args.resamples}), run.heads,
-                                                     lg, tg, data, run.solver["mu"], "match")
+                                                     turns, data, run.solver["mu"], "match")
     for agent in args.agents:
-        run, lg, tg, data = airline_case(agent, cfg, params)
+        run, turns, data = airline_case(agent, cfg, params)
         cases[f"airline/{agent} (reward)"] = rows_for(cfg.model_copy(update={"interval_resamples": args.resamples}), run.heads,
-                                                      lg, tg, data, run.solver["mu"], "reward")
+                                                      turns, data, run.solver["mu"], "reward")
     command = f".venv/bin/python benchmarks/interval_refit.py --agents {' '.join(args.agents)} --resamples {args.resamples}"
     lines = ["# Refitting bootstrap resamples: fixed steps against a tolerance", "", f"`{command}`", "",
              f"{args.resamples} resamples per case, the same for every row; `tol` is params.yaml's rule (slot masses within "

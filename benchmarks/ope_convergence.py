@@ -116,7 +116,7 @@ def run_agent(cfg, encoder, store, agent: str, targets) -> dict:
 
     # zeta in every slot of every dialogue at the final weights
     device = pick_device(cfg.device)
-    feats = Features(encoder, prepared, len(data.dialog_ids), device, cfg)
+    feats = Features(encoder, prepared, data, device, cfg)
     with torch.no_grad():
         logged, target = feats(None)
         v = slot_values(

@@ -23,7 +23,7 @@ def make_task_runner(cfg: PipelineConfig, runner: str | None = None):
         raise ValueError(f"pipeline.runner: unknown runner {kind!r}; expected 'threads' or 'dask'")
     from prefect_dask import DaskTaskRunner
 
-    _share_with_workers()
+    share_with_workers()
     if cfg.dask_address:
         return DaskTaskRunner(address=cfg.dask_address)
     return DaskTaskRunner(
@@ -36,7 +36,7 @@ def make_task_runner(cfg: PipelineConfig, runner: str | None = None):
     )
 
 
-def _share_with_workers() -> None:
+def share_with_workers() -> None:
     """Dask worker processes unpickle tasks by module name and report to Prefect's API. They
     inherit the environment, so put the repository on their path, and point them at the API
     this process uses: otherwise each worker starts a temporary Prefect server of its own."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
@@ -11,6 +12,7 @@ from enigma.encoders.frozen import AGREEMENT_DIM, FrozenPairEncoder, _facts, _f1
 from enigma.encoders.text_cache import EmbeddingCache
 from enigma.ope.config import DiceConfig
 from enigma.ope.features import Features
+from enigma.ope.problem import DiceData
 
 # three agent turns; the target says the same at turn 0, other words with the same facts at
 # turn 1, and the same template with another flight at turn 2
@@ -54,7 +56,7 @@ def test_agreement_features_follow_the_dialogue(cache):
     enc = FrozenPairEncoder(cache, agreement=True)
     assert enc.dim == enc.feature_dim + AGREEMENT_DIM and enc.passthrough_dim == AGREEMENT_DIM
     prepared = enc.prepare([D], max_agent_turns=3)
-    a = prepared.agreement[0]  # [K, 1 + S, A]; per measure: cur, past min, past mean, joint, joint^4
+    a = prepared.agreement[prepared.rows(torch.tensor([0]))]  # [K, 1 + S, A]; per measure: cur, past min, past mean, joint, joint^4
     cos, words, facts = (slice(5 * m, 5 * m + 5) for m in range(3))
     # turn 0: the same reply; nothing earlier
     assert a[0, 0].tolist() == pytest.approx([1.0] * AGREEMENT_DIM, abs=1e-5)
@@ -80,7 +82,7 @@ def test_agreement_is_appended_after_the_text_blocks_and_masked(cache):
     prepared = enc.prepare([D, short], max_agent_turns=3)
     logged, target = enc(prepared, torch.tensor([0, 1]))
     assert logged.shape[-1] == enc.dim
-    torch.testing.assert_close(logged[0, :, -AGREEMENT_DIM:], prepared.agreement[0, :, 0])
+    torch.testing.assert_close(logged[0, :, -AGREEMENT_DIM:], prepared.agreement[prepared.rows(torch.tensor([0])), 0])
     assert not logged[1, 1:].any() and not target[1, 1:].any()  # past the end: zeros
 
 
@@ -88,7 +90,9 @@ def test_pca_leaves_the_agreement_features_alone(cache):
     enc = FrozenPairEncoder(cache, agreement=True)
     prepared = enc.prepare([D], max_agent_turns=3)
     cfg = DiceConfig.preset("default", project_dim=2)
-    feats = Features(enc, prepared, 1, torch.device("cpu"), cfg)
+    mask = torch.tensor([[[True, False], [True, False], [True, True]]])
+    data = DiceData(["d"], torch.tensor([D.n_agent_turns]), mask, np.zeros((1, 0)), [])
+    feats = Features(enc, prepared, data, torch.device("cpu"), cfg)
     assert feats.dim == 2 + AGREEMENT_DIM
     logged, _ = feats(None)
-    torch.testing.assert_close(logged[0, :, 2:], prepared.agreement[0, :, 0])
+    torch.testing.assert_close(logged[0, :, 2:], prepared.agreement[:, 0])

@@ -88,7 +88,7 @@ def test_position_buckets_saturate(cache):
     d = DialogueActions("long", turns, (1, 3, 5, 7, 9), tuple(("x",) for _ in range(5)))
     enc = FrozenPairEncoder(cache, position_buckets=3)
     prepared = enc.prepare([d], 5)
-    assert prepared.position[0].tolist() == [0, 1, 2, 2, 2]
+    assert prepared.position[prepared.rows(torch.tensor([0]))].tolist() == [0, 1, 2, 2, 2]
 
 
 def test_projection_is_trainable_and_masked(cache):
@@ -130,3 +130,20 @@ def test_real_minilm_frozen_pairs(tmp_path):
     logged, target = enc(prepared, torch.arange(1))
     assert logged.shape == (1, 3, 4 * 384 + 16)
     assert np.isclose(float(logged[0, 0, :384].norm()), 1.0, atol=1e-4)
+
+
+def test_turn_rows_are_the_real_turns_of_the_padded_batch_and_nothing_else(cache):
+    """The ragged layout: one row per agent turn, so a long dialogue does not pad the short ones."""
+    long = DialogueActions("long", tuple(Turn("user" if i % 2 == 0 else "agent", f"turn {i}") for i in range(20)),
+                           tuple(range(1, 20, 2)), tuple((f"reply {k}",) for k in range(10)))
+    enc = FrozenPairEncoder(cache, agreement=True)
+    prepared = enc.prepare([D1, long, D2], 10)
+    lengths = torch.tensor([D1.n_agent_turns, long.n_agent_turns, D2.n_agent_turns])
+    assert prepared.logged_reply.shape == (int(lengths.sum()),)
+    logged, target = enc(prepared, torch.arange(3))
+    rows_l, rows_t = enc.turn_rows(prepared, torch.arange(3), lengths)
+    valid = torch.arange(10).unsqueeze(0) < lengths.unsqueeze(1)
+    assert torch.equal(rows_l, logged[valid]) and torch.equal(rows_t, target[valid])
+    # a resample's order, with a repeat
+    again_l, _ = enc.turn_rows(prepared, torch.tensor([2, 0, 2]), lengths)
+    assert torch.equal(again_l, torch.cat([logged[2, : D2.n_agent_turns], logged[0, : D1.n_agent_turns], logged[2, : D2.n_agent_turns]]))

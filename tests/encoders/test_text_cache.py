@@ -141,3 +141,36 @@ def test_several_processes_share_one_cache(tiny_model_dir, tmp_path):
     out = reader.embed(texts)
     assert reader.encoded_count == 0 and len(reader) == 18
     np.testing.assert_allclose(out, _cache(tiny_model_dir, tmp_path / "fresh").embed(texts), atol=1e-6)
+
+
+def _embed_in_a_process(model_dir: str, cache_dir: str, which: int, texts: list[str], start, out) -> None:
+    torch.set_num_threads(1)
+    cache = EmbeddingCache(model_dir, cache_dir, progress=False, batch_size=2, shard_size=2)
+    start.wait()  # every writer at once
+    out.put((which, cache.embed(texts).tolist()))
+
+
+def test_separate_processes_writing_one_cache_at_once_lose_and_damage_nothing(tiny_model_dir, tmp_path):
+    """The embedding cache is shared by path between worker processes (a Dask cluster's, the
+    train stage's): writers of overlapping texts at the same moment each write whole shards under
+    their own names, and a reader afterwards finds every text, with the vectors each writer got."""
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("spawn")
+    texts = [f"sentence number {i} about flights" for i in range(24)]
+    parts = [texts[:16], texts[8:], texts[::2]]  # overlapping: several writers encode the same texts
+    start, out = ctx.Barrier(len(parts)), ctx.Queue()
+    procs = [ctx.Process(target=_embed_in_a_process, args=(str(tiny_model_dir), str(tmp_path), i, p, start, out))
+             for i, p in enumerate(parts)]
+    for p in procs:
+        p.start()
+    got = dict(out.get(timeout=120) for _ in procs)
+    for p in procs:
+        p.join(timeout=60)
+        assert p.exitcode == 0
+    reader = _cache(tiny_model_dir, tmp_path)
+    assert len(reader) == len(texts) and not list(reader.dir.glob(".tmp-*"))
+    alone = reader.embed(texts)
+    assert reader.encoded_count == 0
+    vectors = {t: v for i, part in enumerate(parts) for t, v in zip(part, got[i])}
+    np.testing.assert_allclose(np.array([vectors[t] for t in texts]), alone, atol=1e-6)

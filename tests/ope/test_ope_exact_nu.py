@@ -12,11 +12,13 @@ import torch
 
 from enigma.contracts import HeldOutAgent
 from enigma.ope import DiceConfig, EnigmaEstimator
-from enigma.ope.exact_nu import ZetaProblem, fit_exact_nu, flow_rows
+from enigma.ope.exact_nu import ZetaProblem, fit_exact_nu
+from enigma.ope.flow_rows import flow_rows
 from enigma.ope.heads import DiceHeads
 from enigma.ope.objective import lagrangian, slot_values
 from enigma.ope.tabular import RATINGS, certainty_equivalence_value, empirical_ratio, target_actions
 from enigma.ope.problem import DiceData
+from enigma.ope.turns import TurnFeatures
 
 from test_ope_exactness import _problem, _targets
 
@@ -48,7 +50,7 @@ def test_rows_lay_out_the_cycle_of_slots():
     # one dialogue, 2 agent turns, Tmax 4: slots [pad0, turn0, turn1, pad3], successor t+1 (3 -> 0)
     logged = torch.tensor([[[1.0, 2.0], [3.0, 4.0]]])
     target = torch.tensor([[[[10.0, 20.0]], [[30.0, 40.0]]]])
-    rows = flow_rows(logged, target, torch.ones(1, 2, 1, dtype=torch.bool), torch.tensor([2]), 4)
+    rows = flow_rows(TurnFeatures.from_dense(logged, target, torch.ones(1, 2, 1, dtype=torch.bool), torch.tensor([2])), 4)
     # columns: phi (2), bias, one pseudo scalar per slot (4); rows: the turns, then one per pseudo slot
     assert rows.slot.tolist() == [1, 2, 0, 1, 2, 3] and rows.weight.tolist() == [1, 1, 1, 0, 0, 1]
     want_psi = {1: [1, 2, 1, 0, 0, 0, 0], 2: [3, 4, 1, 0, 0, 0, 0], 0: [0, 0, 0, 1, 0, 0, 0], 3: [0, 0, 0, 0, 0, 0, 1]}
@@ -69,7 +71,7 @@ def test_rows_give_the_sums_of_the_dense_padded_layout():
     logged, target = logged.double(), target.double()
     mask = data.sample_mask.clone()
     mask[0, 0, 1] = False  # an unequal number of samples somewhere
-    rows = flow_rows(logged, target, mask, data.n_agent_turns, tmax)
+    rows = flow_rows(TurnFeatures.from_dense(logged, target, mask, data.n_agent_turns), tmax)
     psi, delta = dense_flow_design(logged, target, mask, data.n_agent_turns, tmax)
     w = rows.weight.unsqueeze(1)
     assert torch.allclose((rows.psi * w).T @ rows.psi, torch.einsum("ntd,nte->de", psi, psi), atol=1e-10)
@@ -84,8 +86,12 @@ def test_target_samples_are_averaged_over_the_existing_ones_only():
     logged = torch.zeros(1, 1, 1)
     target = torch.tensor([[[[2.0], [4.0], [100.0]]]])
     mask = torch.tensor([[[True, True, False]]])
-    rows = flow_rows(logged, target, mask, torch.tensor([1]), 3)
+    rows = flow_rows(TurnFeatures.from_dense(logged, target, mask, torch.tensor([1])), 3)
     assert float((rows.delta + rows.psi)[rows.slot.tolist().index(0), 0]) == 3.0  # slot 0's successor: the first turn
+
+
+def _turns(logged, target, data):
+    return TurnFeatures.from_dense(logged, target, data.sample_mask, data.n_agent_turns)
 
 
 def _random_problem(seed: int = 0):
@@ -112,7 +118,7 @@ def _random_problem(seed: int = 0):
 def test_closed_form_gradient_and_hessian_equal_automatic_differentiation(over):
     logged, target, data, tmax = _random_problem(2)
     cfg = DiceConfig.preset("exact_nu", tmax=tmax, alpha_nu=0.05, **over)
-    problem = ZetaProblem(logged, target, data, cfg, reward_index=0)
+    problem = ZetaProblem(_turns(logged, target, data), data, cfg, reward_index=0)
     gen = torch.Generator().manual_seed(3)
     theta = torch.randn(problem.n_params, generator=gen, dtype=torch.float64)
     lam = torch.randn(tmax if cfg.lambda_per_slot else 1, generator=gen, dtype=torch.float64)
@@ -130,7 +136,7 @@ def test_the_solution_is_the_saddle_point_of_the_gradient_code_lagrangian():
     uses: its gradient in nu, lambda and zeta vanishes, and every slot carries mass 1."""
     logged, target, data, tmax = _random_problem()
     cfg = DiceConfig.preset("exact_nu", tmax=tmax, alpha_nu=0.05, steps=500, log_every=20, device="cpu")
-    heads, curve, summary = fit_exact_nu(DiceHeads(logged.shape[-1], 0, tmax), logged, target, data, cfg, progress=False)
+    heads, curve, summary = fit_exact_nu(DiceHeads(logged.shape[-1], 0, tmax), _turns(logged, target, data), data, cfg, progress=False)
     assert summary["converged"] and summary["grad_max"] <= cfg.solver_tol and summary["mass_gap_max"] <= cfg.constraint_tol
     heads = heads.double()
     v = slot_values(heads, logged.double(), target.double(), data.sample_mask, data.n_agent_turns)
@@ -151,7 +157,7 @@ def test_the_solution_is_the_saddle_point_of_the_gradient_code_lagrangian():
 def test_the_curve_descends_and_records_the_solver_diagnostics():
     logged, target, data, tmax = _random_problem(1)
     cfg = DiceConfig.preset("exact_nu", tmax=tmax, alpha_nu=0.05, steps=500, log_every=5, device="cpu")
-    _, curve, summary = fit_exact_nu(DiceHeads(logged.shape[-1], 0, tmax), logged, target, data, cfg, progress=False)
+    _, curve, summary = fit_exact_nu(DiceHeads(logged.shape[-1], 0, tmax), _turns(logged, target, data), data, cfg, progress=False)
     for key in ("grad_max", "flow_residual", "ess_share", "zeta_slot_0", "nu_pad_1", "estimate_r", "lambda", "outer"):
         assert key in curve[-1] and np.isfinite(curve[-1][key]), key
     assert summary["iterations"] == curve[-1]["step"] < cfg.steps
@@ -231,8 +237,34 @@ def test_the_nu_penalty_does_not_depend_on_the_scale_of_the_features():
     mix = torch.linalg.qr(torch.randn(4, 4, generator=torch.Generator().manual_seed(1)))[0] * 37.0
     runs = []
     for lg, tg in ((logged, target), (logged @ mix, target @ mix)):
-        heads, _, summary = fit_exact_nu(DiceHeads(4, 0, tmax), lg, tg, data, cfg, progress=False)
+        heads, _, summary = fit_exact_nu(DiceHeads(4, 0, tmax), _turns(lg, tg, data), data, cfg, progress=False)
         assert summary["converged"]
         v = slot_values(heads.double(), lg.double(), tg.double(), data.sample_mask, data.n_agent_turns)
         runs.append(v.zeta.gather(1, data.n_agent_turns.unsqueeze(1)).squeeze(1))
     assert torch.allclose(runs[0], runs[1], rtol=1e-4, atol=1e-6)
+
+
+def test_the_row_blocks_multiply_as_the_dense_basis_does():
+    """FlowRows keeps the pseudo-slot coordinates only on the edge rows (each dialogue's last turn
+    and the pseudo rows): every product the solver and the Q fit take must equal the dense one."""
+    logged, target, data, _ = _random_problem(6)
+    tmax = 9  # more pseudo slots than turns: most of the basis is those coordinates
+    rows = flow_rows(_turns(logged.double(), target.double(), data), tmax)
+    psi, delta = rows.psi, rows.delta
+    assert rows.inner_psi.shape[1] == logged.shape[-1] + 1 and rows.edge_psi.shape[0] == data.n_agent_turns.numel() + tmax
+    gen = torch.Generator().manual_seed(2)
+    x, y = torch.randn(psi.shape[1], 3, generator=gen, dtype=torch.float64), torch.randn(psi.shape[0], 3, generator=gen, dtype=torch.float64)
+    s = torch.rand(psi.shape[0], generator=gen, dtype=torch.float64)
+    for name, m in (("psi", psi), ("delta", delta)):
+        assert torch.allclose(rows.apply(name, x), m @ x) and torch.allclose(rows.rapply(name, y), m.T @ y)
+        assert torch.allclose(rows.sq_norms(name), (m**2).sum(1))
+        assert torch.allclose(rows.slot_sums_of(name, s), rows.slot_sums(m * s.unsqueeze(1)))
+    assert torch.allclose(rows.gram("delta", "psi", s), delta.T @ (psi * s.unsqueeze(1)))
+    assert torch.allclose(rows.gram("psi", "psi", s), psi.T @ (psi * s.unsqueeze(1)))
+
+
+def test_a_tmax_beyond_the_solver_is_a_config_error_that_says_so():
+    logged, target, data, _ = _random_problem(7)
+    cfg = DiceConfig.preset("exact_nu", tmax=1100, device="cpu")
+    with pytest.raises(ValueError, match=r"one per slot \(dice.tmax 1100\).*longer than 1018 agent turns"):
+        ZetaProblem(_turns(logged, target, data), data, cfg)

@@ -57,7 +57,7 @@ def test_the_final_pass_guards_the_weights_it_reports(problem, raw, says):
     data = dice_data(paired)
     encoder = OneHotPairEncoder()
     prepared = encoder.prepare(paired.dialogues, max(d.n_agent_turns for d in paired.dialogues))
-    feats = Features(encoder, prepared, len(paired.dialogues), torch.device("cpu"), cfg)
+    feats = Features(encoder, prepared, data, torch.device("cpu"), cfg)
     heads = DiceHeads(feats.dim, 0, cfg.tmax)
     with torch.no_grad():
         heads.zeta_net[-1].weight.zero_()

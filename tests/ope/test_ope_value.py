@@ -9,9 +9,10 @@ import torch
 
 from enigma.contracts import HeldOutAgent
 from enigma.ope import DiceConfig, EnigmaEstimator
-from enigma.ope.exact_nu import flow_rows
+from enigma.ope.flow_rows import flow_rows
 from enigma.ope.tabular import RATINGS, certainty_equivalence_value, target_actions
 from enigma.ope.value import fit_q, ratio_values, reward_columns, value_estimates, zeta_rows
+from enigma.ope.turns import TurnFeatures
 
 from test_ope_exactness import _problem, _targets
 
@@ -48,13 +49,14 @@ def test_doubly_robust_survives_a_wrong_zeta_or_a_wrong_q(fitted):
     run = result.runs["all"]
     logged, target = _features(est, store, ta)
     data = _data(store, ta)
-    rows = flow_rows(logged.double(), target.double(), data.sample_mask, data.n_agent_turns, cfg.tmax)
+    rows = flow_rows(TurnFeatures.from_dense(logged.double(), target.double(), data.sample_mask, data.n_agent_turns), cfg.tmax)
     b = reward_columns(rows, data.rewards)
     with torch.no_grad():
         zeta = zeta_rows(run.heads, rows)
     u = fit_q(rows, b, cfg.q_ridge)
     wrong_zeta = ratio_values(rows, torch.ones_like(zeta), b, u)
-    poor_rows = flow_rows(torch.zeros_like(logged).double(), torch.zeros_like(target).double(), data.sample_mask, data.n_agent_turns, cfg.tmax)
+    poor_rows = flow_rows(TurnFeatures.from_dense(torch.zeros_like(logged).double(), torch.zeros_like(target).double(), data.sample_mask,
+                                                 data.n_agent_turns), cfg.tmax)
     poor_u = fit_q(poor_rows, reward_columns(poor_rows, data.rewards), cfg.q_ridge)
     wrong_q = ratio_values(rows, zeta, b, poor_u)
     for j, r in enumerate(data.rating_names):
@@ -96,7 +98,9 @@ def _data(store, ta):
 def test_value_estimates_match_the_run(fitted):
     mdp, store, policy, ta, cfg, est, result = fitted
     logged, target = _features(est, store, ta)
-    again = value_estimates(result.runs["all"].heads, logged, target, _data(store, ta), cfg.tmax, cfg.q_ridge)
+    data = _data(store, ta)
+    turns = TurnFeatures.from_dense(logged, target, data.sample_mask, data.n_agent_turns)
+    again = value_estimates(result.runs["all"].heads, turns, data, cfg.tmax, cfg.q_ridge)
     for r in RATINGS:
         for k in ("weighted", "q", "dr"):
             assert again[r][k] == pytest.approx(result.runs["all"].solver["values"][r][k], abs=1e-9)

@@ -71,6 +71,30 @@ def test_evaluate_on_local_dask_cluster(workspace):
     _check_summary(out["summary_json"], with_enigma=False)
 
 
+# slow: a Dask cluster of two worker processes and a whole flow run (about 30-60 s)
+@pytest.mark.slow
+def test_evaluate_on_the_scheduler_that_params_name(workspace):
+    """``pipeline.dask_address``: the flow submits its tasks to an existing cluster (here a
+    LocalCluster of separate worker processes that the test starts, as an operator would start
+    a scheduler), ENIGMA included; its results land in the data folder every worker reaches."""
+    from distributed import Client, LocalCluster, get_task_stream
+
+    from flows.runners import share_with_workers
+
+    share_with_workers()  # the workers start with this environment: the repository and Prefect's API
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
+            Client(cluster) as client:
+        workspace["cfg"]["pipeline"].update(runner="dask", dask_address=cluster.scheduler_address)
+        write_params(workspace)
+        with get_task_stream(client) as stream:
+            out = evaluate.with_options(task_runner=_runner(workspace))("tiny", workspace["params"], track=False)
+        workers = set(cluster.workers[w].worker_address for w in cluster.workers)
+    _check_summary(out["summary_json"])
+    ran_on = {t["worker"] for t in stream.data}
+    assert ran_on and ran_on <= workers and len(stream.data) >= 15  # 3 estimators x 5 agents, and the sampling
+    assert len(list((workspace["data"] / "results").glob("enigma/*.json"))) == 5
+
+
 # slow: a whole Prefect flow run
 @pytest.mark.slow
 def test_evaluate_makes_learned_customer_rollouts_for_the_own_rollout_estimators(workspace):

@@ -19,6 +19,24 @@ import torch
 from enigma.contracts import Turn
 
 
+def turn_offsets(n_agent_turns: torch.Tensor) -> torch.Tensor:
+    """[N + 1]: the rows of dialogue i are ``offsets[i]:offsets[i + 1]``."""
+    return torch.nn.functional.pad(torch.cumsum(n_agent_turns.long(), 0), (1, 0))
+
+
+def rows_of(n_agent_turns: torch.Tensor, index: torch.Tensor | None = None) -> torch.Tensor:
+    """The row numbers of the dialogues at ``index`` (all when None), in that order; a dialogue
+    given twice (a bootstrap resample) gives its rows twice."""
+    n = n_agent_turns.long()
+    if index is None:
+        return torch.arange(int(n.sum()))
+    index = index.long().cpu()
+    starts = turn_offsets(n)[:-1][index]
+    counts = n[index]
+    within = torch.arange(int(counts.sum())) - torch.repeat_interleave(torch.cumsum(counts, 0) - counts, counts)
+    return torch.repeat_interleave(starts, counts) + within
+
+
 @dataclass(frozen=True)
 class DialogueActions:
     """One logged dialogue with the target agent's sampled replies at its agent turns."""
@@ -47,6 +65,16 @@ class PairEncoder(torch.nn.Module):
         ``logged`` of shape [B, K, dim] and ``target`` of shape [B, K, S, dim], K being
         ``max_agent_turns``; slots past a dialogue's last agent turn are zeros."""
         raise NotImplementedError
+
+    def turn_rows(self, prepared: Any, index: torch.Tensor, n_agent_turns: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The same vectors at the real agent turns only, ragged: ``logged`` [T, dim] and ``target``
+        [T, S, dim], the turns of the dialogues at ``index`` in order (``n_agent_turns``: every
+        prepared dialogue's). This default drops the padding of ``forward``; an encoder whose
+        padded batch would be large (long dialogues) computes the rows directly."""
+        logged, target = self(prepared, index)
+        k = logged.shape[1]
+        valid = torch.arange(k, device=logged.device).unsqueeze(0) < n_agent_turns[index.cpu()].to(logged.device).unsqueeze(1)
+        return logged[valid], target[valid]
 
     def diagnostics(self, prepared: Any) -> dict[str, Any]:
         """Facts about the prepared features that belong beside an estimate (none by default)."""

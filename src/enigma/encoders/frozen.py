@@ -38,7 +38,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from enigma.encoders.base import DialogueActions, PairEncoder
+from enigma.encoders.base import DialogueActions, PairEncoder, rows_of
 from enigma.encoders.text_cache import EmbeddingCache
 
 
@@ -48,21 +48,30 @@ STATE_BLOCKS = ("last_user", "prev_agent", "summary", "position")
 
 @dataclass
 class FrozenPrepared:
+    """Index tensors into one embedding table, one row per real agent turn (ragged: the rows of
+    dialogue i are consecutive, ``n_agent_turns[i]`` of them), so that a store's memory grows with
+    its agent turns and not with its longest dialogue."""
+
     table: torch.Tensor  # [R, d] float32; row 0 is zeros
-    logged_reply: torch.Tensor  # [N, K] rows of the logged replies
-    target_reply: torch.Tensor  # [N, K, S] rows of the target replies
-    last_user: torch.Tensor  # [N, K]
-    prev_agent: torch.Tensor  # [N, K]
-    summary: torch.Tensor  # [N, K] rows of the history summaries
-    position: torch.Tensor  # [N, K] bucketed agent-turn index
-    valid: torch.Tensor  # [N, K] bool: a real agent turn
-    target_valid: torch.Tensor  # [N, K, S] bool: a real sample
-    # [N, K, 1 + S, AGREEMENT_DIM] agreement features of the logged pair (index 0) and of each
+    n_agent_turns: torch.Tensor  # [N] long
+    max_agent_turns: int  # K of the padded layout ``forward`` returns
+    logged_reply: torch.Tensor  # [T] rows of the logged replies
+    target_reply: torch.Tensor  # [T, S] rows of the target replies
+    last_user: torch.Tensor  # [T]
+    prev_agent: torch.Tensor  # [T]
+    summary: torch.Tensor  # [T] rows of the history summaries
+    position: torch.Tensor  # [T] bucketed agent-turn index
+    target_valid: torch.Tensor  # [T, S] bool: a real sample
+    # [T, 1 + S, AGREEMENT_DIM] agreement features of the logged pair (index 0) and of each
     # target sample; None when the encoder has no agreement block
     agreement: torch.Tensor | None = None
 
     def __len__(self) -> int:
-        return int(self.valid.shape[0])
+        return int(self.n_agent_turns.shape[0])
+
+    def rows(self, index: torch.Tensor | None = None) -> torch.Tensor:
+        """The turn rows of the dialogues at ``index`` (all when None), in that order."""
+        return rows_of(self.n_agent_turns, index)
 
 
 class FrozenPairEncoder(PairEncoder):
@@ -108,74 +117,91 @@ class FrozenPairEncoder(PairEncoder):
                 return 0
             return rows.setdefault(text, len(rows) + 1)
 
-        n, k_max = len(dialogues), max_agent_turns
         s_max = max((len(r) for d in dialogues for r in d.target_replies), default=1) or 1
-        logged = torch.zeros((n, k_max), dtype=torch.long)
-        target = torch.zeros((n, k_max, s_max), dtype=torch.long)
-        last_user = torch.zeros((n, k_max), dtype=torch.long)
-        prev_agent = torch.zeros((n, k_max), dtype=torch.long)
-        position = torch.zeros((n, k_max), dtype=torch.long)
-        valid = torch.zeros((n, k_max), dtype=torch.bool)
-        target_valid = torch.zeros((n, k_max, s_max), dtype=torch.bool)
-        # earlier-history summaries: per (dialogue, turn) the text rows to average
-        summary_members: list[tuple[int, int, list[int]]] = []
-        for i, d in enumerate(dialogues):
+        n_turns = [d.n_agent_turns for d in dialogues]
+        t_all = sum(n_turns)
+        logged = torch.zeros(t_all, dtype=torch.long)
+        target = torch.zeros((t_all, s_max), dtype=torch.long)
+        last_user = torch.zeros(t_all, dtype=torch.long)
+        prev_agent = torch.zeros(t_all, dtype=torch.long)
+        position = torch.zeros(t_all, dtype=torch.long)
+        target_valid = torch.zeros((t_all, s_max), dtype=torch.bool)
+        # earlier-history summaries: per turn row the text rows to average
+        summary_members: list[list[int]] = []
+        r = 0
+        for d in dialogues:
             _check(d, max_agent_turns)
             for k, t in enumerate(d.agent_turns):
                 history = d.turns[:t]
                 user_at = next((j for j in range(t - 1, -1, -1) if history[j].role == "user"), None)
                 agent_at = next((j for j in range(t - 1, -1, -1) if history[j].role == "agent"), None)
-                logged[i, k] = row(d.turns[t].text)
+                logged[r] = row(d.turns[t].text)
                 for s, reply in enumerate(d.target_replies[k]):
-                    target[i, k, s] = row(reply)
-                    target_valid[i, k, s] = True
-                last_user[i, k] = row(history[user_at].text) if user_at is not None else 0
-                prev_agent[i, k] = row(history[agent_at].text) if agent_at is not None else 0
+                    target[r, s] = row(reply)
+                    target_valid[r, s] = True
+                last_user[r] = row(history[user_at].text) if user_at is not None else 0
+                prev_agent[r] = row(history[agent_at].text) if agent_at is not None else 0
                 earlier = [row(history[j].text) for j in range(t) if j not in (user_at, agent_at)]
-                summary_members.append((i, k, [r for r in earlier if r]))
-                position[i, k] = min(k, self.position_buckets - 1)
-                valid[i, k] = True
+                summary_members.append([x for x in earlier if x])
+                position[r] = min(k, self.position_buckets - 1)
+                r += 1
         texts = list(rows)
         vectors = self.cache.embed(texts) if texts else np.zeros((0, self.text_dim), np.float32)
         base = np.concatenate([np.zeros((1, self.text_dim), np.float32), vectors])
-        summary = torch.zeros((n, k_max), dtype=torch.long)
-        summaries = np.zeros((len(summary_members), self.text_dim), np.float32)
-        for m, (i, k, members) in enumerate(summary_members):
+        summary = torch.zeros(t_all, dtype=torch.long)
+        summaries = np.zeros((t_all, self.text_dim), np.float32)
+        for m, members in enumerate(summary_members):
             if members:
                 summaries[m] = base[members].mean(axis=0)
-                summary[i, k] = len(base) + m
+                summary[m] = len(base) + m
         table = torch.from_numpy(np.concatenate([base, summaries]))
+        lengths = torch.tensor(n_turns, dtype=torch.long)
         agree = None
         if self.agreement:
             texts_of = [""] + texts  # row -> text (row 0 is the blank)
-            agree = agreement_features(table[: len(base)], texts_of, logged, target, target_valid, valid)
-        return FrozenPrepared(table, logged, target, last_user, prev_agent, summary, position, valid, target_valid, agree)
+            agree = agreement_features(table[: len(base)], texts_of, logged, target, target_valid, lengths)
+        return FrozenPrepared(table, lengths, max_agent_turns, logged, target, last_user, prev_agent, summary, position,
+                              target_valid, agree)
 
-    def forward(self, prepared: FrozenPrepared, index: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        index = index.cpu()
+    def turn_rows(self, prepared: FrozenPrepared, index: torch.Tensor, n_agent_turns: torch.Tensor | None = None
+                  ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The pair vectors of the real agent turns of the dialogues at ``index``, ragged
+        (``logged`` [T, dim], ``target`` [T, S, dim]): table lookups, no padded batch."""
+        r = prepared.rows(index.cpu())
         table = prepared.table
-        valid = prepared.valid[index]  # [B, K]
         parts = {
-            "last_user": lambda: table[prepared.last_user[index]],
-            "prev_agent": lambda: table[prepared.prev_agent[index]],
-            "summary": lambda: table[prepared.summary[index]],
-            "position": lambda: nn.functional.one_hot(prepared.position[index], self.position_buckets).to(table.dtype),
+            "last_user": lambda: table[prepared.last_user[r]],
+            "prev_agent": lambda: table[prepared.prev_agent[r]],
+            "summary": lambda: table[prepared.summary[r]],
+            "position": lambda: nn.functional.one_hot(prepared.position[r], self.position_buckets).to(table.dtype),
         }
-        state = torch.cat([parts[b]() for b in self.blocks] or [table.new_zeros(*valid.shape, 0)], dim=-1)  # [B, K, *]
-        target_reply = table[prepared.target_reply[index]]  # [B, K, S, d]
-        logged = torch.cat([table[prepared.logged_reply[index]], state], dim=-1)
-        target = torch.cat([target_reply, state.unsqueeze(2).expand(-1, -1, target_reply.shape[2], -1)], dim=-1)
-        target_valid = prepared.target_valid[index]
+        state = torch.cat([parts[b]() for b in self.blocks] or [table.new_zeros(len(r), 0)], dim=-1)  # [T, *]
+        target_reply = table[prepared.target_reply[r]]  # [T, S, d]
+        logged = torch.cat([table[prepared.logged_reply[r]], state], dim=-1)
+        target = torch.cat([target_reply, state.unsqueeze(1).expand(-1, target_reply.shape[1], -1)], dim=-1)
+        target_valid = prepared.target_valid[r]
         if self.projection is not None:
             device = self.projection.weight.device
             logged, target = self.projection(logged.to(device)), self.projection(target.to(device))
-            valid, target_valid = valid.to(device), target_valid.to(device)
+            target_valid = target_valid.to(device)
         if prepared.agreement is not None:
-            agree = prepared.agreement[index].to(logged.device)  # [B, K, 1 + S, A]
-            logged = torch.cat([logged, agree[:, :, 0]], dim=-1)
-            target = torch.cat([target, agree[:, :, 1:]], dim=-1)
-        logged = logged * valid.unsqueeze(-1).to(logged.dtype)
+            agree = prepared.agreement[r].to(logged.device)  # [T, 1 + S, A]
+            logged = torch.cat([logged, agree[:, 0]], dim=-1)
+            target = torch.cat([target, agree[:, 1:]], dim=-1)
         target = target * target_valid.unsqueeze(-1).to(target.dtype)
+        return logged, target
+
+    def forward(self, prepared: FrozenPrepared, index: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        index = index.cpu()
+        logged_rows, target_rows = self.turn_rows(prepared, index)
+        n = prepared.n_agent_turns[index]
+        dialogue = torch.repeat_interleave(torch.arange(len(index)), n)
+        turn = torch.arange(len(dialogue)) - torch.repeat_interleave(torch.cumsum(n, 0) - n, n)
+        k_max = prepared.max_agent_turns
+        logged = logged_rows.new_zeros((len(index), k_max, logged_rows.shape[-1]))
+        target = target_rows.new_zeros((len(index), k_max) + tuple(target_rows.shape[1:]))
+        logged[dialogue.to(logged.device), turn.to(logged.device)] = logged_rows
+        target[dialogue.to(logged.device), turn.to(logged.device)] = target_rows
         return logged, target
 
 
@@ -241,7 +267,7 @@ def agreement_features(
     logged: torch.Tensor,
     target: torch.Tensor,
     target_valid: torch.Tensor,
-    valid: torch.Tensor,
+    n_agent_turns: torch.Tensor,
 ) -> torch.Tensor:
     """How far the logged dialogue has followed the target agent so far.
 
@@ -258,8 +284,8 @@ def agreement_features(
     ``_summarise``. The logged reply is compared with the target's samples at its state; a
     target sample with the other samples (1 when there is only one).
     """
-    n, k_max, s_max = target.shape
-    out = torch.ones((n, k_max, 1 + s_max, AGREEMENT_DIM), dtype=torch.float32)
+    t_all, s_max = target.shape
+    out = torch.ones((t_all, 1 + s_max, AGREEMENT_DIM), dtype=torch.float32)
     unit = torch.nn.functional.normalize(vectors, dim=-1)
     tokens: dict[int, tuple[list[str], list[str]]] = {}
     pairs: dict[tuple[int, int], list[float]] = {}
@@ -280,19 +306,19 @@ def agreement_features(
     def mean(rows: list[list[float]]) -> list[float]:
         return [sum(col) / len(rows) for col in zip(*rows)] if rows else [1.0] * len(AGREEMENT_MEASURES)
 
-    for i in range(n):
+    r = 0
+    for n in n_agent_turns.tolist():
         history: list[list[float]] = []
-        for k in range(k_max):
-            if not bool(valid[i, k]):
-                break
-            samples = [int(target[i, k, s]) for s in range(s_max) if bool(target_valid[i, k, s])]
-            a = int(logged[i, k])
+        for _ in range(n):
+            samples = [int(target[r, s]) for s in range(s_max) if bool(target_valid[r, s])]
+            a = int(logged[r])
             current = mean([similarity(a, b) for b in samples])
-            out[i, k, 0] = torch.tensor(_summarise(current, history))
+            out[r, 0] = torch.tensor(_summarise(current, history))
             for s, b in enumerate(samples):
                 others = samples[:s] + samples[s + 1 :]
-                out[i, k, 1 + s] = torch.tensor(_summarise(mean([similarity(b, o) for o in others]), history))
+                out[r, 1 + s] = torch.tensor(_summarise(mean([similarity(b, o) for o in others]), history))
             history.append(current)
+            r += 1
     return out
 
 

@@ -35,6 +35,7 @@ from enigma.ope.exact_nu import fit_exact_nu
 from enigma.ope.guards import DiceDivergence
 from enigma.ope.heads import DiceHeads
 from enigma.ope.problem import DiceData
+from enigma.ope.turns import TurnFeatures
 from enigma.ope.value import value_estimates
 from enigma.resampling import bootstrap_indices
 
@@ -57,17 +58,15 @@ def subset(data: DiceData, idx: np.ndarray) -> DiceData:
     )
 
 
-def zeta_last(heads: DiceHeads, logged: torch.Tensor, data: DiceData) -> np.ndarray:
+def zeta_last(heads: DiceHeads, turns: TurnFeatures) -> np.ndarray:
     """zeta at each dialogue's last agent turn (slot n): the weights of the estimate."""
     with torch.no_grad():
-        last = logged[torch.arange(len(data.dialog_ids)), data.n_agent_turns.long().to(logged.device) - 1]
-        return heads.zeta(last.float()).double().cpu().numpy()
+        return heads.zeta(turns.logged[turns.last()].float()).double().cpu().numpy()
 
 
 def bootstrap_estimates(
     heads: DiceHeads,
-    logged: torch.Tensor,
-    target: torch.Tensor,
+    turns: TurnFeatures,
     data: DiceData,
     cfg: DiceConfig,
     *,
@@ -99,10 +98,10 @@ def bootstrap_estimates(
     failed = 0
     for idx in tqdm(idx_all, desc=f"{desc} interval", disable=not progress, leave=False):
         sub = subset(data, idx)
-        t = torch.as_tensor(idx, dtype=torch.long, device=logged.device)
+        sub_turns = turns.select(torch.as_tensor(idx, dtype=torch.long))
         try:
             fitted, _, summary = fit_exact_nu(
-                copy.deepcopy(heads), logged[t], target[t], sub, refit, reward_index=reward_index, progress=False, desc=desc,
+                copy.deepcopy(heads), sub_turns, sub, refit, reward_index=reward_index, progress=False, desc=desc,
                 warm_mu=warm_mu, warn=False,
             )
         except DiceDivergence as exc:
@@ -113,9 +112,9 @@ def bootstrap_estimates(
         iterations.append(summary["iterations"])
         unconverged += not summary["converged"]
         if cfg.value == "weighted":
-            est = {n: e["estimate"] for n, e in rating_estimates(zeta_last(fitted, logged[t], sub), sub.rewards, sub.rating_names).items()}
+            est = {n: e["estimate"] for n, e in rating_estimates(zeta_last(fitted, sub_turns), sub.rewards, sub.rating_names).items()}
         else:  # Q refitted on the resample too: the interval is of the reported value
-            est = {n: v[cfg.value] for n, v in value_estimates(fitted, logged[t], target[t], sub, cfg.tmax, cfg.q_ridge).items()}
+            est = {n: v[cfg.value] for n, v in value_estimates(fitted, sub_turns, sub, cfg.tmax, cfg.q_ridge).items()}
         for n in data.rating_names:
             draws[n].append(est[n])
     if unconverged:

@@ -39,15 +39,14 @@ features the optimum ran off to a boundary where the real turns of a slot weigh 
 underflowed; 2 of the first 4 agents). L-BFGS instead of Newton steps needed thousands of
 iterations at alpha_nu 0.1 and stalled short of the tolerance at 0.01.
 
-(Just over 400 lines: the derivation above, the row layout, the problem and its Newton solver are
-one argument and are read together.)
+The padded chain's rows (``FlowRows``: ragged, with the pseudo-slot coordinates only where they are
+nonzero) are in ``flow_rows``.
 """
 
 from __future__ import annotations
 
 import logging
 import math
-from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -60,100 +59,17 @@ from enigma.ope.guards import DiceDivergence, check_zeta
 from enigma.ope.heads import DiceHeads, zeta_activation
 from enigma.ope.objective import penalty
 from enigma.ope.problem import Solution
+from enigma.ope.flow_rows import flow_rows
+from enigma.ope.turns import TurnFeatures
 
 # Newton steps solve a system in zeta's parameters (features + bias + one per slot); the
-# default text features (32 PCA dimensions + 15 agreement features) give 63
+# default text features (32 PCA dimensions + 15 agreement features) give 48 + Tmax. The bound
+# keeps each step's P x P solve cheap; it admits dialogues of up to about 970 agent turns.
 MAX_PARAMS = 1024
 MU_START = 10.0  # the first penalty weight of the mass constraints; x10 while they tighten slowly
 MAX_OUTER = 50
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class FlowRows:
-    """The padded layout as weighted rows, each with the same sums as the slots it stands for.
-
-    A real agent turn is a row of its own (weight 1). A pseudo slot has no input: its nu and
-    zeta are one scalar per slot position, the same in every dialogue, so the pseudo slots of one
-    position are one row whose weight is how many dialogues pad there, and whose ``delta`` is
-    their mean (slot 0's successor is each dialogue's first turn with the target's reply; every
-    other pseudo slot's successor is the next pseudo slot). Every quantity of the problem is a
-    weighted sum over rows, linear in ``delta`` within a row, so the rows give exactly the sums
-    of the ``N x Tmax`` slots at a cost that grows with the agent turns, not with ``N x Tmax``.
-
-    ``psi`` [R, D]: nu's basis at the logged action (D = d + 1 + Tmax: features, bias, one
-    coordinate per pseudo slot); ``delta`` [R, D]: ``psi'`` at the successor (the target's reply at
-    a real slot, ``t + 1`` cyclic) minus ``psi``; ``weight`` [R]; ``slot`` [R] the slot position;
-    ``last`` [N] the row of each dialogue's last agent turn."""
-
-    psi: torch.Tensor
-    delta: torch.Tensor
-    weight: torch.Tensor
-    slot: torch.Tensor
-    last: torch.Tensor
-    n_dialogues: int
-    tmax: int
-
-    @property
-    def n_slots(self) -> int:
-        return self.n_dialogues * self.tmax
-
-    def slot_sums(self, per_row: torch.Tensor) -> torch.Tensor:
-        """Sum over the slots of each position of a per-row quantity ([R] or [R, P])."""
-        out = per_row.new_zeros((self.tmax,) + tuple(per_row.shape[1:]))
-        w = self.weight.reshape((-1,) + (1,) * (per_row.dim() - 1))
-        return out.index_add_(0, self.slot, per_row * w)
-
-
-def flow_rows(
-    logged: torch.Tensor, target: torch.Tensor, sample_mask: torch.Tensor, n_agent_turns: torch.Tensor, tmax: int
-) -> FlowRows:
-    """``logged`` [N, K, d], ``target`` [N, K, S, d], ``sample_mask`` [N, K, S]: the rows of the cyclic
-    chain of slots 0 (pseudo), 1..n (the agent turns), n+1..Tmax-1 (pseudo)."""
-    n, k, d = logged.shape
-    dt, device = logged.dtype, logged.device
-    width = d + 1 + tmax
-    m = sample_mask.to(dt).unsqueeze(-1)
-    target_mean = (target * m).sum(2) / m.sum(2).clamp(min=1)  # nu is linear: mean of nu = nu of mean
-    turns = n_agent_turns.to(device).long()
-    dialogue, turn = (torch.arange(k, device=device).unsqueeze(0) < turns.unsqueeze(1)).nonzero(as_tuple=True)
-    eye = torch.eye(tmax, dtype=dt, device=device)
-
-    # real rows: slot turn + 1; its successor is the next turn with the target's reply, or after
-    # the last turn the pseudo slot turn + 2 (slot 0 when the chain wraps)
-    psi = torch.zeros(len(turn), width, dtype=dt, device=device)
-    psi[:, :d] = logged[dialogue, turn]
-    psi[:, d] = 1.0
-    succ = torch.zeros_like(psi)
-    has_next = turn + 1 < turns[dialogue]
-    nxt = torch.clamp(turn + 1, max=k - 1)
-    succ[:, :d] = torch.where(has_next.unsqueeze(1), target_mean[dialogue, nxt], 0.0)
-    succ[:, d] = has_next.to(dt)
-    succ[:, d + 1 :] = torch.where(has_next.unsqueeze(1), 0.0, eye[(turn + 2) % tmax])
-
-    # pseudo rows, one per slot position: slot 0 in every dialogue (successor: the first turn with
-    # the target's reply), slot t >= 1 in the dialogues shorter than t (successor: t + 1, cyclic)
-    pad_psi = torch.zeros(tmax, width, dtype=dt, device=device)
-    pad_psi[:, d + 1 :] = eye
-    pad_succ = torch.zeros_like(pad_psi)
-    pad_succ[0, :d] = target_mean[:, 0].mean(0)
-    pad_succ[0, d] = 1.0
-    pad_succ[1:, d + 1 :] = eye[(torch.arange(1, tmax, device=device) + 1) % tmax]
-    pad_weight = (torch.arange(tmax, device=device).unsqueeze(1) > turns.unsqueeze(0)).sum(1).to(dt)
-    pad_weight[0] = n
-
-    last = torch.zeros(n, dtype=torch.long, device=device)
-    last[dialogue[turn == turns[dialogue] - 1]] = (turn == turns[dialogue] - 1).nonzero(as_tuple=True)[0]
-    return FlowRows(
-        psi=torch.cat([psi, pad_psi]),
-        delta=torch.cat([succ - psi, pad_succ - pad_psi]),
-        weight=torch.cat([torch.ones(len(turn), dtype=dt, device=device), pad_weight]),
-        slot=torch.cat([turn + 1, torch.arange(tmax, device=device)]),
-        last=last,
-        n_dialogues=n,
-        tmax=tmax,
-    )
 
 
 class ZetaProblem:
@@ -163,22 +79,24 @@ class ZetaProblem:
     The raw output of every row is ``psi @ theta`` (psi, nu's basis, is laid out the same way).
     Expectations are over all ``N x Tmax`` slots, computed on the weighted rows (``FlowRows``)."""
 
-    def __init__(self, logged: torch.Tensor, target: torch.Tensor, data: Any, cfg: DiceConfig, reward_index: int | None = None):
+    def __init__(self, turns: TurnFeatures, data: Any, cfg: DiceConfig, reward_index: int | None = None):
         self.cfg = cfg
-        self.feature_dim = logged.shape[-1]
+        self.feature_dim = turns.dim
         self.n_params = self.feature_dim + 1 + cfg.tmax
         if self.n_params > MAX_PARAMS:
             raise ValueError(
                 f"solver exact_nu takes Newton steps on zeta's {self.n_params} parameters (at most {MAX_PARAMS}): "
-                "set dice.project_dim to shrink text features (onehot: fewer distinct state-action pairs), or use solver gda"
+                f"{self.feature_dim} features, a bias and one per slot (dice.tmax {cfg.tmax}); set dice.project_dim to shrink "
+                "text features (onehot: fewer distinct state-action pairs), or use solver gda; dialogues longer than "
+                f"{MAX_PARAMS - self.feature_dim - 2} agent turns do not fit this solver"
             )
         dt = torch.float64  # minimised to a tight gradient tolerance: float32 stalls first
-        device = logged.device
-        self.rows = flow_rows(logged.to(dt), target.to(dt), data.sample_mask.to(device), data.n_agent_turns.to(device), cfg.tmax)
+        device = turns.logged.device
+        self.rows = flow_rows(turns.to(dt), cfg.tmax)
         rows = self.rows
-        self.psi, self.delta, self.weight = rows.psi, rows.delta, rows.weight
+        self.weight = rows.weight
         self.slots = rows.n_slots
-        second = (self.psi * self.weight.unsqueeze(1)).T @ self.psi / self.slots
+        second = rows.gram("psi", "psi", self.weight) / self.slots
         # A tiny ridge keeps directions no logged slot spans (a pseudo slot that is never padding)
         # solvable; g has no component there, so it changes nothing else.
         ridge = 1e-9 * float(second.diagonal().mean()) + 1e-12
@@ -197,8 +115,8 @@ class ZetaProblem:
         """4 alpha_nu A (A: F plus the augmented-Lagrangian terms of the mass constraints), zeta
         per row, C^-1 g, the flow term g' C^-1 g and the constrained means."""
         cfg, w = self.cfg, self.weight
-        zeta = zeta_activation(self.psi @ theta, cfg.zeta_activation)
-        g = (w * zeta) @ self.delta / self.slots
+        zeta = zeta_activation(self.rows.apply("psi", theta), cfg.zeta_activation)
+        g = self.rows.rapply("delta", w * zeta) / self.slots
         c_inv_g = torch.cholesky_solve(g.unsqueeze(1), self.chol).squeeze(1)
         flow = g @ c_inv_g
         f = flow / (4 * cfg.alpha_nu) + cfg.alpha_zeta * (w * penalty(zeta, cfg.zeta_penalty)).sum() / self.slots
@@ -216,32 +134,31 @@ class ZetaProblem:
         grad = psi' W (zeta' q_z), Hessian = psi' W diag(zeta'' q_z) psi + J' q_zz J (W: the
         rows' weights; q_z per unit weight). Several times cheaper than automatic
         differentiation (tested equal to it)."""
-        cfg, psi, slots, w = self.cfg, self.psi, self.slots, self.weight
+        cfg, rows, slots, w = self.cfg, self.rows, self.slots, self.weight
         scale = 4 * cfg.alpha_nu
-        z, z1, z2 = _activation_derivatives(psi @ theta, cfg.zeta_activation)
-        g = (w * z) @ self.delta / slots
+        z, z1, z2 = _activation_derivatives(rows.apply("psi", theta), cfg.zeta_activation)
+        g = rows.rapply("delta", w * z) / slots
         c_inv_g = torch.cholesky_solve(g.unsqueeze(1), self.chol).squeeze(1)
         f1, f2 = (2 * z, 2.0) if cfg.zeta_penalty == "square" else (z, 1.0)
-        q_z = 2 * (self.delta @ c_inv_g) / slots + scale * cfg.alpha_zeta * f1 / slots
+        q_z = 2 * rows.apply("delta", c_inv_g) / slots + scale * cfg.alpha_zeta * f1 / slots
         if self.reward is not None:  # the last turns are real rows, of weight 1
-            q_z[self.rows.last] -= scale * cfg.alpha_r * self.reward / self.rows.n_dialogues
-        jac = psi * z1.unsqueeze(-1)  # [R, P]
-        w_jac = jac * w.unsqueeze(1)
-        d_jac = self.delta.T @ w_jac
+            q_z[rows.last] -= scale * cfg.alpha_r * self.reward / rows.n_dialogues
+        # J = diag(zeta') psi; every product with it is taken block by block (FlowRows)
+        d_jac = rows.gram("delta", "psi", w * z1)  # delta' W J
         hess = 2 * d_jac.T @ torch.cholesky_solve(d_jac, self.chol) / slots**2
-        hess = hess + scale * cfg.alpha_zeta * f2 / slots * (w_jac.T @ jac)
+        hess = hess + scale * cfg.alpha_zeta * f2 / slots * rows.gram("psi", "psi", w * z1 * z1)
         if cfg.normalise:
             if cfg.lambda_per_slot:
-                gap = self.rows.slot_sums(z) / self.rows.n_dialogues - 1  # [Tmax]
-                mean_jac = self.rows.slot_sums(jac) / self.rows.n_dialogues  # [Tmax, P]
-                q_z = q_z + scale * (lam + mu * gap)[self.rows.slot] / gap.numel() / self.rows.n_dialogues
+                gap = rows.slot_sums(z) / rows.n_dialogues - 1  # [Tmax]
+                mean_jac = rows.slot_sums_of("psi", z1) / rows.n_dialogues  # [Tmax, P]
+                q_z = q_z + scale * (lam + mu * gap)[rows.slot] / gap.numel() / rows.n_dialogues
             else:
                 gap = ((w * z).sum() / slots - 1).unsqueeze(0)
-                mean_jac = w_jac.sum(0, keepdim=True) / slots
+                mean_jac = rows.rapply("psi", w * z1).unsqueeze(0) / slots
                 q_z = q_z + scale * (lam + mu * gap) / slots
             hess = hess + scale * mu / gap.numel() * mean_jac.T @ mean_jac
-        hess = hess + (psi * (w * z2 * q_z).unsqueeze(1)).T @ psi
-        grad = psi.T @ (w * z1 * q_z)
+        hess = hess + rows.gram("psi", "psi", w * z2 * q_z)
+        grad = rows.rapply("psi", w * z1 * q_z)
         return grad, hess
 
 
@@ -256,20 +173,18 @@ def solve_exact_nu(
     desc: str = "dice",
 ) -> Solution:
     """The solver on the trainer's features (fixed ones only: nu is solved in closed form on them)."""
-    if feats.cache is None:
+    if feats.turns is None:
         raise ValueError(
             "dice.solver exact_nu needs fixed features (encoder onehot, or frozen without a trainable "
             "projection); a fine-tuned encoder trains through nu: use solver gda"
         )
-    logged, target = feats(None)
-    heads, curve, summary = fit_exact_nu(heads, logged, target, data, cfg, reward_index=reward_index, progress=progress, desc=desc)
+    heads, curve, summary = fit_exact_nu(heads, feats.turns, data, cfg, reward_index=reward_index, progress=progress, desc=desc)
     return Solution(heads, feats, summary["iterations"], curve, summary)
 
 
 def fit_exact_nu(
     heads: DiceHeads,
-    logged: torch.Tensor,
-    target: torch.Tensor,
+    turns: TurnFeatures,
     data: Any,
     cfg: DiceConfig,
     *,
@@ -284,8 +199,8 @@ def fit_exact_nu(
     the solver's summary (iterations, final gradient and constraint gap, converged, the final
     penalty weight ``mu``). ``warm_mu``: start from the multipliers in ``heads.lam`` with this
     penalty weight (a refit near a known solution, e.g. a bootstrap resample) instead of zero."""
-    device, dt = logged.device, torch.float64
-    problem = ZetaProblem(logged, target, data, cfg, reward_index)
+    device, dt = turns.logged.device, torch.float64
+    problem = ZetaProblem(turns, data, cfg, reward_index)
     parts_of, d = problem.parts, problem.feature_dim
 
     with torch.no_grad():

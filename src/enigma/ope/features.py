@@ -1,50 +1,91 @@
-"""The fixed features DICE is trained on: the encoder's pair vectors for every dialogue, computed
-once for a frozen encoder (or per batch for a fine-tuned one), and for text features a fixed,
-whitened PCA projection to ``dice.project_dim`` dimensions (trailing features the encoder marks
-as passthrough, e.g. the agreement block, are left alone)."""
+"""The fixed features DICE is trained on: the encoder's pair vectors at every real agent turn,
+computed once for a frozen encoder (or per batch for a fine-tuned one), stored ragged
+(``TurnFeatures``: one row per agent turn, so memory grows with the turns, not with the longest
+dialogue), and for text features a fixed, whitened PCA projection to ``dice.project_dim``
+dimensions (trailing features the encoder marks as passthrough, e.g. the agreement block, are left
+alone)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from enigma.encoders.base import PairEncoder
 from enigma.ope.config import DiceConfig
+from enigma.ope.turns import TurnFeatures
+
+if TYPE_CHECKING:  # problem.py names Features in its Solution
+    from enigma.ope.problem import DiceData
 
 
-def pca_projection(logged: torch.Tensor, target: torch.Tensor, k: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Fixed, whitened PCA projection of frozen features onto their top ``k`` directions (fitted on
-    the logged and target vectors of real turns): lower-capacity, much cheaper heads."""
-    flat = torch.cat([logged.reshape(-1, logged.shape[-1]), target.reshape(-1, target.shape[-1])])
-    rows = flat[flat.abs().sum(-1) > 0]
+def pca_projection(stacked: torch.Tensor, k: int, seed: int, chunk_rows: int = 65536) -> torch.Tensor:
+    """Fixed, whitened PCA projection of frozen features onto their top ``k`` directions, fitted on
+    the rows of ``stacked`` [M, d] (the logged and target vectors of real turns; zero rows are absent
+    samples and are left out of the fit): lower-capacity, much cheaper heads. ``stacked`` is
+    centred in place (a store's raw vectors are the largest thing a run holds: no second copy
+    unless absent samples must be left out); returns the projection of every row [M, k]."""
+    nonzero = torch.cat([stacked[i : i + chunk_rows].abs().sum(-1) > 0 for i in range(0, len(stacked), chunk_rows)])
+    every = bool(nonzero.all())
+    rows = stacked if every else stacked[nonzero]
     mean = rows.mean(0)
+    rows.sub_(mean)
+    if not every:
+        stacked.sub_(mean)
     torch.manual_seed(seed)
-    _, sv, v = torch.pca_lowrank(rows - mean, q=k, center=False)
+    _, sv, v = torch.pca_lowrank(rows, q=k, center=False)
+    n_rows = len(rows)
+    del rows
     # Whitened: unit variance per direction, so one learning rate suits every input scale.
-    w = v / (sv / max(len(rows) - 1, 1) ** 0.5).clamp(min=1e-6)
-    return (logged - mean) @ w, (target - mean) @ w
+    w = v / (sv / max(n_rows - 1, 1) ** 0.5).clamp(min=1e-6)
+    out = stacked.new_empty((len(stacked), k))
+    for i in range(0, len(stacked), chunk_rows):
+        out[i : i + chunk_rows] = stacked[i : i + chunk_rows] @ w
+    return out
 
 
 class Features:
-    """Encoder outputs for index batches; a frozen encoder's outputs are computed once."""
+    """Encoder outputs for index batches; a frozen encoder's outputs are computed once, into
+    ``turns`` (ragged; None for a trainable encoder)."""
 
-    def __init__(self, encoder: PairEncoder, prepared: Any, n: int, device: torch.device, cfg: DiceConfig):
-        self.encoder, self.prepared, self.device, self.n = encoder, prepared, device, n
+    def __init__(self, encoder: PairEncoder, prepared: Any, data: DiceData, device: torch.device, cfg: DiceConfig):
+        self.encoder, self.prepared, self.device, self.n = encoder, prepared, device, len(data.dialog_ids)
+        self.n_agent_turns = data.n_agent_turns.long().cpu()
+        self.k_max = int(data.sample_mask.shape[1])
         self.trainable = any(p.requires_grad for p in encoder.parameters())
         self.autocast = device.type == "cuda" and self.trainable
-        self.cache: tuple[torch.Tensor, torch.Tensor] | None = None
+        self.turns: TurnFeatures | None = None
         self.dim = encoder.dim
         if not self.trainable:
-            parts = [self._run(torch.arange(i, min(i + cfg.eval_batch_size, n))) for i in range(0, n, cfg.eval_batch_size)]
-            self.cache = (torch.cat([p[0] for p in parts]), torch.cat([p[1] for p in parts]))
-            keep = getattr(encoder, "passthrough_dim", 0)  # trailing features the PCA leaves alone
-            if cfg.project_dim and cfg.project_dim < self.dim - keep:
-                logged, target = self.cache
-                cut = self.dim - keep
-                pl, pt = pca_projection(logged[..., :cut], target[..., :cut], cfg.project_dim, cfg.seed)
-                self.cache = (torch.cat([pl, logged[..., cut:]], -1), torch.cat([pt, target[..., cut:]], -1))
-                self.dim = cfg.project_dim + keep
+            self.turns = self._fixed(data, cfg)
+
+    def _fixed(self, data: DiceData, cfg: DiceConfig) -> TurnFeatures:
+        """Every real turn's vectors, computed in chunks of ``eval_batch_size`` dialogues (the
+        encoder's ``turn_rows``: no padded table of the whole store) into one buffer (the logged
+        rows, then the target samples' rows), then projected."""
+        t_all, s = int(self.n_agent_turns.sum()), int(data.sample_mask.shape[2])
+        buf = torch.empty((t_all * (1 + s), self.dim), dtype=torch.float32, device=self.device)
+        logged, target = buf[:t_all], buf[t_all:].view(t_all, s, self.dim)
+        pos = 0
+        for i in range(0, self.n, cfg.eval_batch_size):
+            index = torch.arange(i, min(i + cfg.eval_batch_size, self.n))
+            with torch.no_grad():
+                lg, tg = self.encoder.turn_rows(self.prepared, index, self.n_agent_turns)
+            logged[pos : pos + len(lg)] = lg.to(self.device)
+            target[pos : pos + len(lg)] = tg.to(self.device)
+            pos += len(lg)
+        valid = torch.arange(self.k_max).unsqueeze(0) < self.n_agent_turns.unsqueeze(1)
+        mask = data.sample_mask[valid].to(self.device)
+        keep = getattr(self.encoder, "passthrough_dim", 0)  # trailing features the PCA leaves alone
+        if cfg.project_dim and cfg.project_dim < self.dim - keep:
+            cut = self.dim - keep
+            projected = buf.new_empty((len(buf), cfg.project_dim + keep))
+            projected[:, : cfg.project_dim] = pca_projection(buf[:, :cut], cfg.project_dim, cfg.seed)
+            projected[:, cfg.project_dim :] = buf[:, cut:]
+            del buf, logged, target
+            self.dim = cfg.project_dim + keep
+            logged, target = projected[:t_all], projected[t_all:].view(t_all, s, self.dim)
+        return TurnFeatures(logged, target, mask, self.n_agent_turns.to(self.device))
 
     def _run(self, index: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.autocast):
@@ -52,10 +93,9 @@ class Features:
         return logged.float().to(self.device), target.float().to(self.device)
 
     def __call__(self, index: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
-        """``index`` None means every dialogue (no copy of a cached table)."""
-        if self.cache is not None:
-            if index is None:
-                return self.cache
-            i = index.to(self.cache[0].device)
-            return self.cache[0][i], self.cache[1][i]
+        """The padded batch layout ([B, K, d], [B, K, S, d]) of the dialogues at ``index`` (None:
+        every dialogue; small problems only, it is the dense table the ragged store avoids)."""
+        if self.turns is not None:
+            return self.turns.dense(None if index is None else index.cpu(), self.k_max)
         return self._run(torch.arange(self.n) if index is None else index)
+

@@ -120,7 +120,7 @@ def solve_gda(
         if enc_params:
             encoder_copy = copy.deepcopy(encoder)
             averager.load_into([final_heads, encoder_copy])
-            feats = Features(encoder_copy, prepared, n, device, cfg)
+            feats = Features(encoder_copy, prepared, data, device, cfg)
         else:
             averager.load_into([final_heads])
     else:

@@ -81,9 +81,8 @@ def train_dice(
     device = pick_device(cfg.device)
     # the seed before the features (a PCA projection draws) and the heads' initial weights
     torch.manual_seed(cfg.seed)
-    n = len(data.dialog_ids)
     encoder = encoder.to(device)
-    feats = Features(encoder, prepared, n, device, cfg)
+    feats = Features(encoder, prepared, data, device, cfg)
     heads = DiceHeads(feats.dim, cfg.head_hidden, cfg.tmax, cfg.zeta_activation, cfg.lambda_per_slot).to(device)
     if cfg.solver == "exact_nu":
         sol = solve_exact_nu(heads, feats, data, cfg, reward_index=reward_index, progress=progress, desc=desc)
@@ -99,10 +98,9 @@ def train_dice(
 def add_values(run: DiceRun, feats: Features, data: DiceData, cfg: DiceConfig) -> None:
     """The value three ways (``enigma.ope.value``) into the diagnostics, for linear heads on fixed
     features; ``dice.value`` picks the one reported as each rating's estimate."""
-    if feats.cache is None or cfg.head_hidden:
+    if feats.turns is None or cfg.head_hidden:
         return
-    logged, target = feats(None)
-    values = value_estimates(run.heads, logged, target, data, cfg.tmax, cfg.q_ridge)
+    values = value_estimates(run.heads, feats.turns, data, cfg.tmax, cfg.q_ridge)
     run.solver["values"] = values
     if cfg.value != "weighted":  # weighted is the final pass's own estimate already
         for name, v in values.items():
@@ -112,8 +110,9 @@ def add_values(run: DiceRun, feats: Features, data: DiceData, cfg: DiceConfig) -
 def add_intervals(run: DiceRun, feats: Features, data: DiceData, cfg: DiceConfig, *, reward_index: int | None, desc: str,
                   progress: bool = False) -> None:
     """The bootstrap's percentile interval of every rating's estimate (``enigma.ope.bootstrap``)."""
-    logged, target = feats(None)
-    boot = bootstrap_estimates(run.heads, logged, target, data, cfg, reward_index=reward_index, warm_mu=run.solver.get("mu"), desc=desc,
+    if feats.turns is None:
+        raise ValueError("dice.interval_resamples needs fixed features (the bootstrap refits on them)")
+    boot = bootstrap_estimates(run.heads, feats.turns, data, cfg, reward_index=reward_index, warm_mu=run.solver.get("mu"), desc=desc,
                                progress=progress)
     run.draws = boot["draws"]
     run.intervals = {r: percentile_interval(d, cfg.interval_level) for r, d in boot["draws"].items()}

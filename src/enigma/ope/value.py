@@ -31,8 +31,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from enigma.ope.exact_nu import FlowRows, flow_rows
+from enigma.ope.flow_rows import FlowRows, flow_rows
 from enigma.ope.heads import DiceHeads, zeta_activation
+from enigma.ope.turns import TurnFeatures
 
 VALUES = ("weighted", "q", "dr")
 
@@ -41,16 +42,16 @@ def zeta_rows(heads: DiceHeads, rows: FlowRows) -> torch.Tensor:
     """zeta at every row, for linear heads: ``psi`` is laid out as zeta's parameters are."""
     theta = torch.cat([
         heads.zeta_net[-1].weight.reshape(-1), heads.zeta_net[-1].bias.reshape(-1), heads.zeta_pad_raw.reshape(-1),
-    ]).to(rows.psi)
-    return zeta_activation(rows.psi @ theta, heads.activation)
+    ]).to(rows.weight)
+    return zeta_activation(rows.apply("psi", theta), heads.activation)
 
 
 def reward_columns(rows: FlowRows, rewards: np.ndarray) -> torch.Tensor:
     """[R_rows, 2 x ratings]: per rating, the reward at each dialogue's last agent turn (0 where
     missing), then the indicator that the dialogue ends there with that rating observed."""
-    r = torch.as_tensor(rewards, dtype=rows.psi.dtype, device=rows.psi.device)
+    r = torch.as_tensor(rewards, dtype=rows.weight.dtype, device=rows.weight.device)
     seen = ~torch.isnan(r)
-    out = rows.psi.new_zeros((rows.psi.shape[0], 2 * r.shape[1]))
+    out = rows.weight.new_zeros((rows.n_rows, 2 * r.shape[1]))
     out[rows.last] = torch.cat([torch.nan_to_num(r, nan=0.0), seen.to(r.dtype)], 1)
     return out
 
@@ -62,18 +63,18 @@ def fit_q(rows: FlowRows, b: torch.Tensor, ridge: float) -> torch.Tensor:
     ``delta . u``): the pseudo slot 0's coordinate is pinned to 0. ``ridge``, relative to the mean
     diagonal of ``E[psi psi']``, keeps directions the logs barely span from taking huge values
     (Tikhonov on ``u``, a least-squares solve of the stacked system)."""
-    w = rows.weight.unsqueeze(1)
-    n = float(rows.weight.sum())
-    m = (rows.psi * w).T @ rows.delta / n  # [D, D]
-    p = (rows.psi * w).sum(0) / n  # [D]
-    c = (rows.psi * w).T @ b / n  # [D, K]
+    w = rows.weight
+    n = float(w.sum())
+    m = rows.gram("psi", "delta", w) / n  # [D, D]
+    p = rows.rapply("psi", w) / n  # [D]
+    c = rows.rapply("psi", b * w.unsqueeze(1)) / n  # [D, K]
     dim = m.shape[0]
-    pin = rows.psi.new_zeros(dim + 1)
+    pin = m.new_zeros(dim + 1)
     pin[dim - rows.tmax] = 1.0  # the pseudo slot 0 coordinate (after the features and the bias)
     system = torch.cat([torch.cat([m, -p.unsqueeze(1)], 1), pin.unsqueeze(0)])
     rhs = torch.cat([-c, c.new_zeros((1, c.shape[1]))])
     if ridge > 0:
-        scale = float(((rows.psi**2) * w).sum() / n / dim)
+        scale = float((rows.sq_norms("psi") * w).sum() / n / dim)
         reg = torch.cat([torch.eye(dim, dtype=m.dtype, device=m.device), m.new_zeros((dim, 1))], 1) * (ridge * scale) ** 0.5
         system, rhs = torch.cat([system, reg]), torch.cat([rhs, rhs.new_zeros((dim, rhs.shape[1]))])
     driver = "gelsd" if system.device.type == "cpu" else None
@@ -83,7 +84,7 @@ def fit_q(rows: FlowRows, b: torch.Tensor, ridge: float) -> torch.Tensor:
 
 def ratio_values(rows: FlowRows, zeta: torch.Tensor, b: torch.Tensor, u: torch.Tensor | None) -> np.ndarray:
     """``sum w zeta (b_r + delta u_r) / sum w zeta (b_m + delta u_m)`` per rating (``u`` None: zero)."""
-    corrected = b if u is None else b + rows.delta @ u
+    corrected = b if u is None else b + rows.apply("delta", u)
     sums = (rows.weight * zeta) @ corrected
     k = b.shape[1] // 2
     num, den = sums[:k], sums[k:]
@@ -91,11 +92,9 @@ def ratio_values(rows: FlowRows, zeta: torch.Tensor, b: torch.Tensor, u: torch.T
     return out.detach().cpu().numpy()
 
 
-def value_estimates(heads: DiceHeads, logged: torch.Tensor, target: torch.Tensor, data: Any, tmax: int,
-                    ridge: float) -> dict[str, dict[str, float]]:
+def value_estimates(heads: DiceHeads, turns: TurnFeatures, data: Any, tmax: int, ridge: float) -> dict[str, dict[str, float]]:
     """``{rating: {"weighted", "q", "dr"}}`` for linear heads on fixed features."""
-    dt = torch.float64
-    rows = flow_rows(logged.to(dt), target.to(dt), data.sample_mask.to(logged.device), data.n_agent_turns.to(logged.device), tmax)
+    rows = flow_rows(turns.to(torch.float64), tmax)
     with torch.no_grad():
         zeta = zeta_rows(heads, rows)
         b = reward_columns(rows, data.rewards)

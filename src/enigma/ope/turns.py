@@ -1,0 +1,86 @@
+"""Fixed features of the real agent turns, ragged: one row per (dialogue, agent turn).
+
+Padding every dialogue to ``Tmax`` slots (``enigma.ope.padding``) is how the estimator is
+defined, not how it has to be stored. A dense ``[dialogues x longest x dim]`` table grows with the
+longest dialogue times the number of dialogues: one 300-turn chat in a store of short ones makes
+every dialogue pay for 300 turns. Here the real turns are rows in dialogue order and the pseudo
+slots are not stored at all (they have no input: one scalar per slot position, shared by every
+dialogue), so memory grows with the number of agent turns. ``FlowRows`` (``enigma.ope.exact_nu``)
+builds the padded chain's sums from these rows; ``dense`` lays a batch out as ``[B, K, ...]`` for
+the code that works on padded batches (gradient descent-ascent, the final pass).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from enigma.encoders.base import rows_of, turn_offsets
+
+
+@dataclass
+class TurnFeatures:
+    """``logged`` [T, d]: the logged pair's features at every real agent turn; ``target`` [T, S, d]:
+    the target's S sampled replies at the same states; ``sample_mask`` [T, S]: which samples exist;
+    ``n_agent_turns`` [N]: the dialogues' lengths (their rows are consecutive, in order)."""
+
+    logged: torch.Tensor
+    target: torch.Tensor
+    sample_mask: torch.Tensor
+    n_agent_turns: torch.Tensor
+
+    def __post_init__(self) -> None:
+        t = int(self.n_agent_turns.sum())
+        if self.logged.shape[0] != t or self.target.shape[0] != t or self.sample_mask.shape[0] != t:
+            raise ValueError(f"TurnFeatures: {t} agent turns but {self.logged.shape[0]} logged, {self.target.shape[0]} target "
+                             f"and {self.sample_mask.shape[0]} mask rows")
+
+    @property
+    def n_dialogues(self) -> int:
+        return int(self.n_agent_turns.shape[0])
+
+    @property
+    def dim(self) -> int:
+        return int(self.logged.shape[-1])
+
+    def positions(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """[T] each row's dialogue and agent-turn index (0-based) within it."""
+        device = self.logged.device
+        n = self.n_agent_turns.long().to(device)
+        dialogue = torch.repeat_interleave(torch.arange(len(n), device=device), n)
+        turn = torch.arange(len(dialogue), device=device) - turn_offsets(n)[:-1][dialogue]
+        return dialogue, turn
+
+    def last(self) -> torch.Tensor:
+        """[N] the row of each dialogue's last agent turn."""
+        return turn_offsets(self.n_agent_turns.to(self.logged.device))[1:] - 1
+
+    def to(self, dtype: torch.dtype | None = None, device: torch.device | str | None = None) -> "TurnFeatures":
+        return TurnFeatures(self.logged.to(device=device, dtype=dtype), self.target.to(device=device, dtype=dtype),
+                            self.sample_mask.to(device), self.n_agent_turns.to(device))
+
+    def select(self, index: torch.Tensor) -> "TurnFeatures":
+        """The dialogues at ``index`` (repeats allowed), in that order."""
+        r = rows_of(self.n_agent_turns.cpu(), index).to(self.logged.device)
+        return TurnFeatures(self.logged[r], self.target[r], self.sample_mask[r], self.n_agent_turns[index.to(self.n_agent_turns.device)])
+
+    def dense(self, index: torch.Tensor | None, k_max: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """``logged`` [B, K, d] and ``target`` [B, K, S, d] of the dialogues at ``index`` (all when
+        None), zeros past each one's last agent turn: the padded batch layout."""
+        part = self if index is None else self.select(index)
+        b, (s, d) = part.n_dialogues, part.target.shape[1:]
+        dialogue, turn = part.positions()
+        logged = part.logged.new_zeros((b, k_max, d))
+        target = part.target.new_zeros((b, k_max, s, d))
+        logged[dialogue, turn] = part.logged
+        target[dialogue, turn] = part.target
+        return logged, target
+
+    @classmethod
+    def from_dense(cls, logged: torch.Tensor, target: torch.Tensor, sample_mask: torch.Tensor,
+                   n_agent_turns: torch.Tensor) -> "TurnFeatures":
+        """From the padded layout ([N, K, d], [N, K, S, d], [N, K, S]): its real turns' rows."""
+        k = logged.shape[1]
+        valid = torch.arange(k, device=logged.device).unsqueeze(0) < n_agent_turns.to(logged.device).unsqueeze(1)
+        return cls(logged[valid], target[valid], sample_mask.to(logged.device)[valid], n_agent_turns.to(logged.device))
