@@ -24,6 +24,26 @@ def turn_offsets(n_agent_turns: torch.Tensor) -> torch.Tensor:
     return torch.nn.functional.pad(torch.cumsum(n_agent_turns.long(), 0), (1, 0))
 
 
+def turn_positions(n_agent_turns: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """[T] each row's dialogue and agent-turn index (0-based) within it."""
+    n = n_agent_turns.long()
+    dialogue = torch.repeat_interleave(torch.arange(len(n), device=n.device), n)
+    return dialogue, torch.arange(len(dialogue), device=n.device) - turn_offsets(n)[:-1][dialogue]
+
+
+def turn_mask(n_agent_turns: torch.Tensor, k_max: int) -> torch.Tensor:
+    """[N, K] bool: True at a real agent turn of the padded layout (the rows' order, row-major)."""
+    return torch.arange(k_max, device=n_agent_turns.device).unsqueeze(0) < n_agent_turns.unsqueeze(1)
+
+
+def pad_rows(rows: torch.Tensor, n_agent_turns: torch.Tensor, k_max: int) -> torch.Tensor:
+    """Per-turn rows [T, ...] laid out padded, [N, K, ...], zeros past each dialogue's last turn."""
+    dialogue, turn = turn_positions(n_agent_turns.to(rows.device))
+    out = rows.new_zeros((len(n_agent_turns), k_max) + tuple(rows.shape[1:]))
+    out[dialogue, turn] = rows
+    return out
+
+
 def rows_of(n_agent_turns: torch.Tensor, index: torch.Tensor | None = None) -> torch.Tensor:
     """The row numbers of the dialogues at ``index`` (all when None), in that order; a dialogue
     given twice (a bootstrap resample) gives its rows twice."""
@@ -31,10 +51,9 @@ def rows_of(n_agent_turns: torch.Tensor, index: torch.Tensor | None = None) -> t
     if index is None:
         return torch.arange(int(n.sum()))
     index = index.long().cpu()
-    starts = turn_offsets(n)[:-1][index]
     counts = n[index]
-    within = torch.arange(int(counts.sum())) - torch.repeat_interleave(torch.cumsum(counts, 0) - counts, counts)
-    return torch.repeat_interleave(starts, counts) + within
+    dialogue, within = turn_positions(counts)
+    return turn_offsets(n)[:-1][index][dialogue] + within
 
 
 @dataclass(frozen=True)
@@ -72,8 +91,7 @@ class PairEncoder(torch.nn.Module):
         prepared dialogue's). This default drops the padding of ``forward``; an encoder whose
         padded batch would be large (long dialogues) computes the rows directly."""
         logged, target = self(prepared, index)
-        k = logged.shape[1]
-        valid = torch.arange(k, device=logged.device).unsqueeze(0) < n_agent_turns[index.cpu()].to(logged.device).unsqueeze(1)
+        valid = turn_mask(n_agent_turns[index.cpu()].to(logged.device), logged.shape[1])
         return logged[valid], target[valid]
 
     def diagnostics(self, prepared: Any) -> dict[str, Any]:

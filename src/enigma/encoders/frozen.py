@@ -38,7 +38,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from enigma.encoders.base import DialogueActions, PairEncoder, rows_of
+from enigma.encoders.base import DialogueActions, PairEncoder, pad_rows, rows_of
 from enigma.encoders.text_cache import EmbeddingCache
 
 
@@ -193,16 +193,9 @@ class FrozenPairEncoder(PairEncoder):
 
     def forward(self, prepared: FrozenPrepared, index: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         index = index.cpu()
-        logged_rows, target_rows = self.turn_rows(prepared, index)
-        n = prepared.n_agent_turns[index]
-        dialogue = torch.repeat_interleave(torch.arange(len(index)), n)
-        turn = torch.arange(len(dialogue)) - torch.repeat_interleave(torch.cumsum(n, 0) - n, n)
-        k_max = prepared.max_agent_turns
-        logged = logged_rows.new_zeros((len(index), k_max, logged_rows.shape[-1]))
-        target = target_rows.new_zeros((len(index), k_max) + tuple(target_rows.shape[1:]))
-        logged[dialogue.to(logged.device), turn.to(logged.device)] = logged_rows
-        target[dialogue.to(logged.device), turn.to(logged.device)] = target_rows
-        return logged, target
+        logged, target = self.turn_rows(prepared, index)
+        n, k_max = prepared.n_agent_turns[index], prepared.max_agent_turns
+        return pad_rows(logged, n, k_max), pad_rows(target, n, k_max)
 
 
 _WORD = re.compile(r"[a-z0-9]+")

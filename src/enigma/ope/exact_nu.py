@@ -92,7 +92,7 @@ class ZetaProblem:
             )
         dt = torch.float64  # minimised to a tight gradient tolerance: float32 stalls first
         device = turns.logged.device
-        self.rows = flow_rows(turns.to(dt), cfg.tmax)
+        self.rows = flow_rows(turns, cfg.tmax)
         rows = self.rows
         self.weight = rows.weight
         self.slots = rows.n_slots

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from enigma.encoders.base import PairEncoder
+from enigma.encoders.base import PairEncoder, turn_mask
 from enigma.ope.config import DiceConfig
 from enigma.ope.turns import TurnFeatures
 
@@ -74,8 +74,7 @@ class Features:
             logged[pos : pos + len(lg)] = lg.to(self.device)
             target[pos : pos + len(lg)] = tg.to(self.device)
             pos += len(lg)
-        valid = torch.arange(self.k_max).unsqueeze(0) < self.n_agent_turns.unsqueeze(1)
-        mask = data.sample_mask[valid].to(self.device)
+        mask = data.sample_mask[turn_mask(self.n_agent_turns, self.k_max)].to(self.device)
         keep = getattr(self.encoder, "passthrough_dim", 0)  # trailing features the PCA leaves alone
         if cfg.project_dim and cfg.project_dim < self.dim - keep:
             cut = self.dim - keep
@@ -98,4 +97,3 @@ class Features:
         if self.turns is not None:
             return self.turns.dense(None if index is None else index.cpu(), self.k_max)
         return self._run(torch.arange(self.n) if index is None else index)
-

@@ -121,7 +121,15 @@ class FlowRows:
 
 def flow_rows(turns: TurnFeatures, tmax: int) -> FlowRows:
     """The rows of the cyclic chain of slots 0 (pseudo), 1..n (the agent turns), n+1..Tmax-1
-    (pseudo) of every dialogue, from its real turns' features (``TurnFeatures``, ragged)."""
+    (pseudo) of every dialogue, from its real turns' features (``TurnFeatures``, ragged), in
+    float64. Built once per ``turns`` and ``tmax``: the solver and the value (``enigma.ope.value``)
+    read the same rows, in the full fit and in every bootstrap resample."""
+    if tmax not in turns.rows_cache:
+        turns.rows_cache[tmax] = _build(turns.to(torch.float64), tmax)
+    return turns.rows_cache[tmax]
+
+
+def _build(turns: TurnFeatures, tmax: int) -> FlowRows:
     logged, target = turns.logged, turns.target
     n, d = turns.n_dialogues, logged.shape[-1]
     dt, device = logged.dtype, logged.device

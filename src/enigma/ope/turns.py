@@ -5,18 +5,19 @@ defined, not how it has to be stored. A dense ``[dialogues x longest x dim]`` ta
 longest dialogue times the number of dialogues: one 300-turn chat in a store of short ones makes
 every dialogue pay for 300 turns. Here the real turns are rows in dialogue order and the pseudo
 slots are not stored at all (they have no input: one scalar per slot position, shared by every
-dialogue), so memory grows with the number of agent turns. ``FlowRows`` (``enigma.ope.exact_nu``)
+dialogue), so memory grows with the number of agent turns. ``FlowRows`` (``enigma.ope.flow_rows``)
 builds the padded chain's sums from these rows; ``dense`` lays a batch out as ``[B, K, ...]`` for
 the code that works on padded batches (gradient descent-ascent, the final pass).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 
-from enigma.encoders.base import rows_of, turn_offsets
+from enigma.encoders.base import pad_rows, rows_of, turn_mask, turn_offsets, turn_positions
 
 
 @dataclass
@@ -29,6 +30,8 @@ class TurnFeatures:
     target: torch.Tensor
     sample_mask: torch.Tensor
     n_agent_turns: torch.Tensor
+    # tmax -> the padded chain's rows (``enigma.ope.flow_rows``), built once for these features
+    rows_cache: dict[int, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         t = int(self.n_agent_turns.sum())
@@ -46,11 +49,7 @@ class TurnFeatures:
 
     def positions(self) -> tuple[torch.Tensor, torch.Tensor]:
         """[T] each row's dialogue and agent-turn index (0-based) within it."""
-        device = self.logged.device
-        n = self.n_agent_turns.long().to(device)
-        dialogue = torch.repeat_interleave(torch.arange(len(n), device=device), n)
-        turn = torch.arange(len(dialogue), device=device) - turn_offsets(n)[:-1][dialogue]
-        return dialogue, turn
+        return turn_positions(self.n_agent_turns.to(self.logged.device))
 
     def last(self) -> torch.Tensor:
         """[N] the row of each dialogue's last agent turn."""
@@ -69,18 +68,11 @@ class TurnFeatures:
         """``logged`` [B, K, d] and ``target`` [B, K, S, d] of the dialogues at ``index`` (all when
         None), zeros past each one's last agent turn: the padded batch layout."""
         part = self if index is None else self.select(index)
-        b, (s, d) = part.n_dialogues, part.target.shape[1:]
-        dialogue, turn = part.positions()
-        logged = part.logged.new_zeros((b, k_max, d))
-        target = part.target.new_zeros((b, k_max, s, d))
-        logged[dialogue, turn] = part.logged
-        target[dialogue, turn] = part.target
-        return logged, target
+        return pad_rows(part.logged, part.n_agent_turns, k_max), pad_rows(part.target, part.n_agent_turns, k_max)
 
     @classmethod
     def from_dense(cls, logged: torch.Tensor, target: torch.Tensor, sample_mask: torch.Tensor,
                    n_agent_turns: torch.Tensor) -> "TurnFeatures":
         """From the padded layout ([N, K, d], [N, K, S, d], [N, K, S]): its real turns' rows."""
-        k = logged.shape[1]
-        valid = torch.arange(k, device=logged.device).unsqueeze(0) < n_agent_turns.to(logged.device).unsqueeze(1)
+        valid = turn_mask(n_agent_turns.to(logged.device), logged.shape[1])
         return cls(logged[valid], target[valid], sample_mask.to(logged.device)[valid], n_agent_turns.to(logged.device))

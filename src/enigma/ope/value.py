@@ -94,7 +94,7 @@ def ratio_values(rows: FlowRows, zeta: torch.Tensor, b: torch.Tensor, u: torch.T
 
 def value_estimates(heads: DiceHeads, turns: TurnFeatures, data: Any, tmax: int, ridge: float) -> dict[str, dict[str, float]]:
     """``{rating: {"weighted", "q", "dr"}}`` for linear heads on fixed features."""
-    rows = flow_rows(turns.to(torch.float64), tmax)
+    rows = flow_rows(turns, tmax)
     with torch.no_grad():
         zeta = zeta_rows(heads, rows)
         b = reward_columns(rows, data.rewards)
