@@ -137,3 +137,38 @@ def test_a_store_without_ratings_is_an_error(tmp_path):
                "--out", tmp_path / "out", "--params", PARAMS, "-q")
     assert r.exit_code == 2 and "has no ratings" in r.stderr
     assert not (tmp_path / "out" / "estimates.json").exists()
+
+
+def test_long_and_short_dialogues_through_the_cli_give_the_logs_own_value_for_the_logging_agent(tmp_path):
+    """The ragged layout through the user's path: a store whose dialogues run from 1 to 40 agent
+    turns (``dice.tmax`` 41 in the user's params), and a target whose replies are the logged ones.
+    Its ratio is 1 at every slot, so the estimate is the logs' mean rating exactly; a turn laid
+    into the wrong dialogue or slot breaks that."""
+    import numpy as np
+    import pyarrow as pa
+    import yaml
+
+    rng = np.random.default_rng(0)
+    records, replies, lengths = [], [], [1, 40] + rng.integers(1, 12, size=38).tolist()
+    for i, n in enumerate(lengths):
+        turns = []
+        for k in range(n):
+            turns += [{"role": "user", "text": f"d{i} asks {k}"}, {"role": "agent", "text": f"d{i} answers {k} {rng.integers(3)}"}]
+            replies.append({"dialog_id": f"d{i}", "turn_index": 2 * k + 1, "sample_index": 0, "text": turns[-1]["text"]})
+        records.append({"dialog_id": f"d{i}", "agent_id": "logger", "turns": turns, "ratings": {"score": float(rng.random())}})
+    (tmp_path / "logs.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    r = enigma("ingest", "jsonl", tmp_path / "logs.jsonl", "--out", tmp_path / "store", "--scale", "score=0:1", "--no-progress")
+    assert r.exit_code == 0, r.output
+    pq.write_table(pa.Table.from_pylist(replies), tmp_path / "same.parquet")
+    params = yaml.safe_load(PARAMS.read_text())
+    params["estimators"]["enigma"]["dice"].update(tmax=41, interval_resamples=0)
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+    r = enigma("estimate", "--experience", tmp_path / "store", f"--target-actions=same={tmp_path / 'same.parquet'}",
+               "--encoder", "onehot", "--out", tmp_path / "out", "--params", tmp_path / "params.yaml", "-q")
+    assert r.exit_code == 0, r.output
+    est = json.loads((tmp_path / "out" / "estimates.json").read_text())
+    mean = float(np.mean([rec["ratings"]["score"] for rec in records]))
+    assert est["converged"]["same"] is True
+    assert est["targets"]["same"]["score"]["estimate"] == pytest.approx(mean, abs=1e-4)
+    values = est["diagnostics"]["same"]["all"]["values"]["score"]
+    assert values["weighted"] == pytest.approx(mean, abs=1e-4)
