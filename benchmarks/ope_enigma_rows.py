@@ -8,6 +8,13 @@ resamples of the agents, so differences against the first row are paired.
     .venv/bin/python benchmarks/ope_enigma_rows.py airline \\
         --row 'nu1e-2={"alpha_nu": 0.01}' --row 'nu1e-4={"alpha_nu": 1e-4}' --tag ope_alpha_nu_airline
 
+A row named ``NAME@OTHER`` takes its target actions from benchmark OTHER instead: a benchmark
+with the same store, agents and truth but other stand-ins (e.g. ``see2019-ownchats``), so that
+stand-ins are compared paired, with the same settings:
+
+    .venv/bin/python benchmarks/ope_enigma_rows.py see2019 --tag stand_ins_see2019 \
+        --row 'self-play={"interval_resamples": 0}' --row 'own-chats@see2019-ownchats={"interval_resamples": 0}'
+
 Output: benchmarks/results/<tag>.md and .json (per row: mean Pearson / Spearman over the ratings
 with 95% intervals, reward Pearson / Spearman, mean spread ratio, runs converged, seconds per
 agent; per row after the first: the paired difference against the first). Results per row stay
@@ -48,7 +55,8 @@ def _one_row(benchmark: str, params_path: str, results_dir: str) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("benchmark", help="an entry of params.yaml's benchmarks (its store and target actions made: dvc repro sample@<it>)")
-    ap.add_argument("--row", action="append", required=True, metavar="NAME=JSON", help="dice overrides; the first row is the reference")
+    ap.add_argument("--row", action="append", required=True, metavar="NAME[@BENCHMARK]=JSON",
+                    help="dice overrides (@BENCHMARK: that benchmark's target actions); the first row is the reference")
     ap.add_argument("--tag", required=True)
     ap.add_argument("--work", type=Path, default=REPO / "data" / "work" / "ope_rows")
     ap.add_argument("--workers", type=int, default=2)
@@ -66,14 +74,16 @@ def main() -> None:
     from enigma.pipeline.train import warm_embeddings
 
     base = yaml.safe_load(args.params.read_text())
-    rows = []
+    rows, targets_of = [], {}
     for spec in args.row:
         name, _, overrides = spec.partition("=")
+        name, _, other = name.partition("@")
         rows.append((name, json.loads(overrides)))
+        targets_of[name] = other or args.benchmark
     work = args.work / args.benchmark
     jobs = []
     for name, overrides in rows:
-        d = work / name
+        d = work / (name if targets_of[name] == args.benchmark else f"{name}@{targets_of[name]}")
         d.mkdir(parents=True, exist_ok=True)
         enigma = base["estimators"]["enigma"]
         params = dict(base, estimators=dict(base["estimators"], enigma=dict(enigma, dice=dict(enigma["dice"], **overrides))))
@@ -82,12 +92,16 @@ def main() -> None:
     # every text into the shared embedding cache once, before the rows' processes read it
     params = Params.load(args.params)
     b = params.benchmark(args.benchmark)
-    warm_embeddings(b, params)
+    truth = truth_wide(read_truth(REPO / b.truth))
+    for other in sorted(set(targets_of.values())):
+        ob = params.benchmark(other)
+        if other != args.benchmark and not truth_wide(read_truth(REPO / ob.truth)).equals(truth):
+            sys.exit(f"row targets from {other}: its truth differs from {args.benchmark}'s, so the rows would not be paired")
+        warm_embeddings(ob, params)
     with ProcessPoolExecutor(args.workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-        futures = {name: pool.submit(_one_row, args.benchmark, p, r) for name, p, r in jobs}
+        futures = {name: pool.submit(_one_row, targets_of[name], p, r) for name, p, r in jobs}
         seconds = {name: f.result() for name, f in futures.items()}
 
-    truth = truth_wide(read_truth(REPO / b.truth))
     scores, info = {}, {}
     if args.committed:
         import subprocess
@@ -113,7 +127,7 @@ def main() -> None:
         scores[name] = s
         diag = [json.loads(d).get("all", {}) for d in part.drop_duplicates("agent_id").diagnostics if isinstance(d, str)]
         info[name] = {
-            "overrides": dict(rows)[name],
+            "overrides": dict(rows)[name], "targets": targets_of[name],
             "mean_pearson": s.means["pearson"], "mean_pearson_ci95": s.mean_ci["pearson"],
             "mean_spearman": s.means["spearman"], "mean_spearman_ci95": s.mean_ci["spearman"],
             "reward_pearson": s.per_rating["reward"]["pearson"], "reward_spearman": s.per_rating["reward"]["spearman"],
@@ -132,17 +146,19 @@ def main() -> None:
     lines = [f"# ENIGMA settings on {args.benchmark}, leave-one-agent-out, paired", "", f"`{cmd}`", "",
              f"Rows: params.yaml's `estimators.enigma.dice` plus the overrides; {len(scores[ref].agents)} held-out agents; "
              "1000 bootstrap resamples of the agents (seed 0), the same for every row.", "",
-             "| row | overrides | mean Pearson [95% CI] | mean Spearman | reward Pearson | reward Spearman | mean spread ratio | converged | s/agent |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "| row | target actions of | overrides | mean Pearson [95% CI] | mean Spearman | reward Pearson | reward Spearman | mean spread ratio | converged | s/agent |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for name, overrides in shown:
         x = info[name]
         ci = x["mean_pearson_ci95"]
         conv = "n/a" if x["converged"] is None else f"{x['converged']}/{x['agents']}"
         secs = "n/a" if x["seconds_per_agent"] is None else f"{x['seconds_per_agent']:.1f}"
         lines.append(
-            f"| {name} | `{json.dumps(overrides)}` | {x['mean_pearson']:.3f} [{ci[0]:.3f}, {ci[1]:.3f}] | {x['mean_spearman']:.3f} | "
+            f"| {name} | {x.get('targets', 'n/a')} | `{json.dumps(overrides)}` | {x['mean_pearson']:.3f} [{ci[0]:.3f}, {ci[1]:.3f}] | {x['mean_spearman']:.3f} | "
             f"{x['reward_pearson']:.3f} | {x['reward_spearman']:.3f} | {x['mean_spread_ratio']:.2f} | {conv} | {secs} |"
         )
+    notes = {t: params.benchmark(t).config.note for t in sorted(set(targets_of.values()))}
+    lines += ["", "Target actions (each benchmark's note):", ""] + [f"- {t}: {n or 'the agents themselves'}" for t, n in notes.items()]
     lines += ["", f"Paired differences against `{ref}` (mean over ratings):", ""]
     for name in compared:
         for st, p in info[name]["minus_" + ref].items():

@@ -98,6 +98,78 @@ def test_on_support_answers_with_logged_replies(see_stores, settings):
     assert replies == nearest
 
 
+@pytest.fixture(scope="module")
+def own_chats(raw_data, tmp_path_factory):
+    """Two bots' rated chats with people, as one store (the See 2019 logs)."""
+    from enigma.params import Params
+
+    cfg = Params.load(Path(__file__).resolve().parents[2] / "params.yaml").ingest
+    logs = tmp_path_factory.mktemp("logs")
+    for name in ("baseline_model", AGENT):
+        (logs / f"{name}.jsonl").write_bytes((raw_data / "see2019_convai2_humaneval" / "evallog" / f"{name}.jsonl").read_bytes())
+    return _first(read("see2019", logs, cfg), 12).write(tmp_path_factory.mktemp("own") / "store")
+
+
+def test_own_chats_stand_in_answers_with_the_bots_turns_only(own_chats, settings):
+    """A rated store is conversations with people: the stand-in retrieves the bot's own turns,
+    never the person's, even though both_sides is on (it is, for self-play)."""
+    assert settings.transcripts.both_sides
+    agent = load_agent(f"transcripts:{own_chats}?agent={AGENT}", settings)
+    store = ExperienceStore.open(own_chats).filter_agents(keep={AGENT})
+    histories = store.histories().values()
+    bot = {t.text for h in histories for t in h if t.role == "agent"}
+    person = {t.text for h in histories for t in h if t.role != "agent"} - bot
+    assert not agent.both_sides and person
+    assert set(agent.replies) | set(agent.openings) <= bot
+    assert set(agent.replies) >= {t.text for h in histories for t in h[1:] if t.role == "agent"}
+    assert "its own turns" in repr(agent)
+    # the bot's replies to its own chats' contexts are what it said there
+    for h in histories:
+        t = next(i for i, turn in enumerate(h) if i > 0 and turn.role == "agent")
+        assert agent.respond(h[:t], n=1, seed=0)[0] in bot
+
+
+def test_own_chats_stand_in_reads_no_rating(own_chats, settings, tmp_path):
+    """Regime (c): ratings changed (reversed, or all missing) give the same stand-in, reply for
+    reply; only dialogue ids, agent ids and turns are loaded."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from enigma.store import schema as S
+
+    def with_ratings(fill, name):
+        d = pq.read_table(own_chats / S.DIALOGUES_FILE)
+        for i, col in enumerate(d.schema.names):
+            if col.startswith(S.RATING_PREFIX):
+                d = d.set_column(i, col, fill(d.column(col)))
+        out = tmp_path / name
+        out.mkdir()
+        pq.write_table(d, out / S.DIALOGUES_FILE)
+        (out / S.TURNS_FILE).write_bytes((own_chats / S.TURNS_FILE).read_bytes())
+        return out
+
+    reversed_ = with_ratings(lambda c: pa.array([1.0 - v if v is not None else None for v in c.to_pylist()]), "reversed")
+    missing = with_ratings(lambda c: pa.nulls(len(c), pa.float64()), "missing")
+    agents = [load_agent(f"transcripts:{d}?agent={AGENT}", settings) for d in (own_chats, reversed_, missing)]
+    assert agents[0].replies == agents[1].replies == agents[2].replies
+    states = [h[:t] for h in ExperienceStore.open(own_chats).without_agent(AGENT).histories().values() for t in (0, 1, 3)]
+    answers = [[a.respond(s, n=2, seed=i)[0] for i, s in enumerate(states)] for a in agents]
+    assert answers[0] == answers[1] == answers[2]
+
+
+def test_on_support_never_snaps_to_the_stand_ins_own_logged_replies(own_chats, settings):
+    """Held out, the agent's own logged dialogues are not in the logs the estimate uses, so
+    the on-support stand-in snaps only to the other agents' replies (with its own chats as the
+    transcripts, snapping to them would give the direct stand-in back)."""
+    agent = load_agent(f"transcripts-onsupport:{own_chats}?agent={AGENT}&store={own_chats}", settings)
+    store = ExperienceStore.open(own_chats)
+    others = {r["text"] for r in store.without_agent(AGENT).turns.to_pylist() if r["role"] == "agent"}
+    own_only = set(agent.direct.replies) - others
+    assert own_only and set(agent.logged) == others
+    replies = [agent.respond([Turn("user", q)], n=2, seed=s) for s, q in enumerate(["hi how are you?", "what do you do for fun?"])]
+    assert {r for pair in replies for r in pair} <= others
+
+
 def test_sampling_with_transcripts_is_labelled(see_stores, settings, tmp_path):
     selfplay, human = see_stores
     spec = f"transcripts:{selfplay}?agent={AGENT}"

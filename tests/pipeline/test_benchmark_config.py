@@ -23,6 +23,8 @@ def test_paths_follow_from_the_name():
     assert b.rollouts is None
     with_rollouts = _params(rollouts={"ingest": "see2019-selfplay"}, agent_spec="transcripts:{rollouts}?agent={agent}").benchmark("b")
     assert with_rollouts.agent_spec("x") == "transcripts:d/b/rollouts?agent=x"
+    own_chats = _params(agent_spec="transcripts-onsupport:{store}?agent={agent}&store={store}").benchmark("b")
+    assert own_chats.agent_spec("x") == "transcripts-onsupport:d/b/store?agent=x&store=d/b/store"
     with pytest.raises(ValueError, match=r"names \{rollouts\} but the benchmark has none"):
         _params(agent_spec="transcripts:{rollouts}?agent={agent}").benchmark("b").agent_spec("x")
 

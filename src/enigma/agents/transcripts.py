@@ -5,10 +5,15 @@ with a reply the agent once gave after the most similar context (the last ``cont
 turns, compared by sentence embeddings from ``enigma.encoders.text_cache``). Results obtained
 with them are labelled as approximations (``enigma.agents.approximation_label``).
 
-Transcripts come as a canonical store directory (e.g. the See 2019 self-play store written by
-``enigma.store.readers.see2019_selfplay``), restricted to one agent with ``?agent=<id>`` when it
-holds several. In self-play both sides are the agent, so with ``both_sides`` every turn after
-the first is one of its replies.
+Transcripts come as a canonical store directory, restricted to one agent with ``?agent=<id>``
+when it holds several. Two kinds are meant:
+
+- self-play (e.g. the See 2019 store written by ``enigma.store.readers.see2019_selfplay``): both
+  sides are the agent, so with ``both_sides`` every turn after the first is one of its replies;
+- the agent's own conversations with people, a *rated* store: only its ``agent`` turns are its
+  replies (the other side is a person, whatever ``both_sides`` says). Its ratings are never read:
+  only the dialogue ids, agent ids and turns are loaded, so a stand-in built from a held-out
+  agent's own chats knows what it said and nothing of how it was rated (information regime (c)).
 
 Openings: a state with no context (the agent speaks first) is answered with one of the agent's
 own logged openings (turn 0 of its transcripts), drawn uniformly with the call's seed, so the
@@ -18,10 +23,13 @@ Ties: several contexts are often identical ("hi how are you"); samples are drawn
 among all contexts at least as similar as the k-th nearest, so ties do not favour whichever
 transcript came first.
 
-``OnSupportTranscriptAgent`` answers with the logged reply of an experience store (any agent's)
-that is nearest to what the direct variant would say: its actions stay inside the support of
-the logs, where the density ratio DICE estimates is defined (direct replies of the self-play
-stand-in were found separable from logged replies with AUC up to 0.99).
+``OnSupportTranscriptAgent`` answers with the logged reply of an experience store that is
+nearest to what the direct variant would say: its actions stay inside the support of the logs,
+where the density ratio DICE estimates is defined (direct replies of the self-play stand-in were
+found separable from logged replies with AUC up to 0.99). The stand-in's own agent's dialogues
+in that store are left out of the replies it snaps to: held out, they are not part of the logs
+the estimate is made from, and snapping to them would make the own-chats stand-in its own
+logged replies again.
 """
 
 from __future__ import annotations
@@ -40,13 +48,32 @@ from enigma.contracts import History, Turn
 _TIE_EPS = 1e-6
 
 
-def _open_store(path: str | Path, what: str):
-    from enigma.store.experience import ExperienceStore, StoreError
+# The only columns a stand-in reads: what was said, and by which agent. Never a rating.
+_DIALOGUE_COLUMNS = ("dialog_id", "agent_id")
 
-    try:
-        return ExperienceStore.open(path)
-    except StoreError as exc:
-        raise AgentSpecError(f"{what}: {exc}") from exc
+
+def _open_store(path: str | Path, what: str):
+    """The store's dialogues (ids and agents only) and turns; whether it is rated is read off
+    the schema's column names, not from any rating value."""
+    import pyarrow.parquet as pq
+
+    from enigma.store import schema as S
+    from enigma.store.experience import ExperienceStore
+
+    path = Path(path)
+    if not path.is_dir():
+        raise AgentSpecError(f"{what}: {path}: not a directory (expected an experience store)")
+    tables = {}
+    for name, columns in ((S.DIALOGUES_FILE, list(_DIALOGUE_COLUMNS)), (S.TURNS_FILE, None)):
+        f = path / name
+        if not f.is_file():
+            raise AgentSpecError(f"{what}: {f}: missing (an experience store needs {S.DIALOGUES_FILE} and {S.TURNS_FILE})")
+        try:
+            tables[name] = pq.read_table(f, columns=columns)
+        except Exception as exc:  # pyarrow raises several types for corrupt or foreign files
+            raise AgentSpecError(f"{what}: {f}: not a readable experience-store table ({exc})") from exc
+    rated = bool(S.rating_names(pq.read_schema(path / S.DIALOGUES_FILE)))
+    return ExperienceStore(tables[S.DIALOGUES_FILE], tables[S.TURNS_FILE]), rated
 
 
 def _store_files(path: Path) -> list[dict[str, Any]]:
@@ -79,7 +106,7 @@ class TranscriptAgent:
     ):
         self.path = Path(path)
         self.settings = settings or TranscriptSettings()
-        store = _open_store(self.path, f"transcripts {self.path}")
+        store, rated = _open_store(self.path, f"transcripts {self.path}")
         agents = store.agents()
         if agent_id is None:
             if len(agents) != 1:
@@ -93,11 +120,13 @@ class TranscriptAgent:
         self.agent_id = agent_id
         store = store.filter_agents(keep={agent_id})
 
+        # a rated store holds conversations with people: the other side's turns are theirs
+        self.both_sides = self.settings.both_sides and not rated
         k = self.settings.context_turns
         contexts, replies, openings = [], [], []
         for turns in store.histories().values():
             for t, turn in enumerate(turns):
-                if not (self.settings.both_sides or turn.role == "agent") or not turn.text.strip():
+                if not (self.both_sides or turn.role == "agent") or not turn.text.strip():
                     continue
                 if t == 0:
                     openings.append(turn.text)
@@ -144,7 +173,9 @@ class TranscriptAgent:
         }
 
     def __repr__(self) -> str:
-        return f"TranscriptAgent({str(self.path)!r}, agent={self.agent_id!r}, {len(self.replies)} replies; approximation)"
+        sides = "both sides" if self.both_sides else "its own turns"
+        return (f"TranscriptAgent({str(self.path)!r}, agent={self.agent_id!r}, {len(self.replies)} replies from "
+                f"{sides}; approximation)")
 
 
 class OnSupportTranscriptAgent:
@@ -165,8 +196,8 @@ class OnSupportTranscriptAgent:
         self.direct = TranscriptAgent(path, self.settings, agent_id=agent_id, embedder=embedder)
         self.embedder = embedder
         self.store_path = Path(store_path)
-        store = _open_store(self.store_path, f"on-support store {self.store_path}")
-        turns = store.turns
+        store, _ = _open_store(self.store_path, f"on-support store {self.store_path}")
+        turns = store.without_agent(self.direct.agent_id).turns
         texts = [
             text
             for role, text in zip(turns.column("role").to_pylist(), turns.column("text").to_pylist())
@@ -174,26 +205,34 @@ class OnSupportTranscriptAgent:
         ]
         self.logged = sorted(set(texts))
         if not self.logged:
-            raise AgentSpecError(f"on-support store {self.store_path}: no agent replies to snap to")
+            raise AgentSpecError(f"on-support store {self.store_path}: no agent replies to snap to "
+                                 f"(besides {self.direct.agent_id!r}'s own)")
         self.logged_vectors = np.asarray(embedder.embed(self.logged), dtype=np.float32)
+        self._snaps: dict[str, list[int]] = {}
 
     def prepare(self, histories: Sequence[History]) -> None:
         self.direct.prepare(histories)
         # every direct answer is one of these texts: embedding them now makes snapping a lookup
         self.embedder.embed(sorted(set(self.direct.replies) | set(self.direct.openings)))
 
+    def _nearest_logged(self, text: str) -> list[int]:
+        """The logged replies nearest to a direct answer (all of them when tied). A direct
+        answer is one of the agent's few thousand transcript turns, asked about again and
+        again, so each is compared with the logged replies once."""
+        got = self._snaps.get(text)
+        if got is None:
+            sims = self.logged_vectors @ np.asarray(self.embedder.embed([text]), dtype=np.float32)[0]
+            got = self._snaps[text] = np.flatnonzero(sims >= sims.max() - _TIE_EPS).tolist()
+        return got
+
     def respond(self, history: History, n: int = 1, seed: int | None = None) -> list[str]:
         direct = self.direct.respond(history, n=n, seed=seed)
         rng = random.Random(seed)
-        vectors = np.asarray(self.embedder.embed(direct), dtype=np.float32)
-        out = []
-        for v in vectors:
-            sims = self.logged_vectors @ v
-            out.append(self.logged[self.direct._draw(sims, 1, 1, rng)[0]])
-        return out
+        return [self.logged[rng.choice(self._nearest_logged(text))] for text in direct]
 
     def fingerprint_parts(self) -> dict[str, Any]:
-        return {"direct": self.direct.fingerprint_parts(), "store": _store_files(self.store_path)}
+        return {"direct": self.direct.fingerprint_parts(), "store": _store_files(self.store_path),
+                "snaps_to": "the store's agent replies but the stand-in agent's own"}
 
     def __repr__(self) -> str:
         return (

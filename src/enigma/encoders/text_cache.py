@@ -138,8 +138,11 @@ class EmbeddingCache:
         for i, text in enumerate(texts):
             if not isinstance(text, str):
                 raise TypeError(f"EmbeddingCache.embed: item {i} is {type(text).__name__}, expected str")
-        self.refresh()
         keys = [text_key(t) for t in texts]
+        if not all(key in self._index for key in keys):
+            # only a text not seen yet needs a look at the shards other processes wrote since;
+            # listing them on every call cost more than the lookups of a per-state agent call
+            self.refresh()
         missing: dict[bytes, str] = {}
         for key, text in zip(keys, texts):
             if key not in self._index and key not in missing:

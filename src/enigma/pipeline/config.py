@@ -69,7 +69,8 @@ class BenchmarkConfig(BaseModel):
     # self-play: it stays in everyone's experience but is not scored).
     rollouts: RolloutsConfig | None
     # How to build a held-out agent: ``{agent}`` is its id, ``{rollouts}`` this benchmark's
-    # rollouts folder (e.g. ``transcripts:{rollouts}?agent={agent}``).
+    # rollouts folder (e.g. ``transcripts:{rollouts}?agent={agent}``), ``{store}`` its rated store
+    # (e.g. ``transcripts:{store}?agent={agent}``: the agent's own chats, ratings unread).
     agent_spec: str
     estimators: list[str]  # the main run
     # The slow ones: their own train stage and results folder, reported beside the main run's in
@@ -129,7 +130,7 @@ class Benchmark:
             if self.rollouts is None:
                 raise ValueError(f"benchmarks.{self.name}.agent_spec names {{rollouts}} but the benchmark has none")
             spec = spec.replace("{rollouts}", str(self.rollouts))
-        return spec
+        return spec.replace("{store}", str(self.store))
 
 
 class PipelineConfig(BaseModel):
