@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing
+import shlex
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -142,7 +143,7 @@ def main() -> None:
         info[name]["minus_" + ref] = {st: paired_difference(scores[name], scores[ref], st, 0.95) for st in ("pearson", "spearman")}
     shown = ([("committed", info["committed"]["overrides"])] if args.committed else []) + rows
 
-    cmd = " ".join([".venv/bin/python", "benchmarks/ope_enigma_rows.py", *sys.argv[1:]])
+    cmd = shlex.join([".venv/bin/python", "benchmarks/ope_enigma_rows.py", *sys.argv[1:]])
     lines = [f"# ENIGMA settings on {args.benchmark}, leave-one-agent-out, paired", "", f"`{cmd}`", "",
              f"Rows: params.yaml's `estimators.enigma.dice` plus the overrides; {len(scores[ref].agents)} held-out agents; "
              "1000 bootstrap resamples of the agents (seed 0), the same for every row.", "",
