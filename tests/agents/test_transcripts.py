@@ -207,3 +207,11 @@ def test_bad_transcript_specs(see_stores, settings, tmp_path):
         load_agent(f"transcripts:{tmp_path / 'missing'}", settings)
     with pytest.raises(AgentSpecError, match="needs the experience store"):
         load_agent(f"transcripts-onsupport:{selfplay}?agent={AGENT}", settings)
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "turns.parquet").write_bytes((selfplay / "turns.parquet").read_bytes())
+    with pytest.raises(AgentSpecError, match=r"broken/dialogues.parquet: missing"):
+        load_agent(f"transcripts:{broken}?agent={AGENT}", settings)
+    (broken / "dialogues.parquet").write_text("not parquet")
+    with pytest.raises(AgentSpecError, match=r"broken/dialogues.parquet: not a readable experience-store table"):
+        load_agent(f"transcripts:{broken}?agent={AGENT}", settings)
