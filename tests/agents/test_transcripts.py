@@ -213,5 +213,5 @@ def test_bad_transcript_specs(see_stores, settings, tmp_path):
     with pytest.raises(AgentSpecError, match=r"broken/dialogues.parquet: missing"):
         load_agent(f"transcripts:{broken}?agent={AGENT}", settings)
     (broken / "dialogues.parquet").write_text("not parquet")
-    with pytest.raises(AgentSpecError, match=r"broken/dialogues.parquet: not a readable experience-store table"):
+    with pytest.raises(AgentSpecError, match=r"broken/dialogues.parquet: not a readable Parquet file"):
         load_agent(f"transcripts:{broken}?agent={AGENT}", settings)

@@ -49,31 +49,22 @@ _TIE_EPS = 1e-6
 
 
 # The only columns a stand-in reads: what was said, and by which agent. Never a rating.
-_DIALOGUE_COLUMNS = ("dialog_id", "agent_id")
+_DIALOGUE_COLUMNS = ["dialog_id", "agent_id"]
 
 
 def _open_store(path: str | Path, what: str):
-    """The store's dialogues (ids and agents only) and turns; whether it is rated is read off
-    the schema's column names, not from any rating value."""
+    """The store's dialogues (ids and agents only) and turns, and whether it is rated (read off
+    the schema's column names, not from any rating value)."""
     import pyarrow.parquet as pq
 
     from enigma.store import schema as S
-    from enigma.store.experience import ExperienceStore
+    from enigma.store.experience import ExperienceStore, StoreError
 
-    path = Path(path)
-    if not path.is_dir():
-        raise AgentSpecError(f"{what}: {path}: not a directory (expected an experience store)")
-    tables = {}
-    for name, columns in ((S.DIALOGUES_FILE, list(_DIALOGUE_COLUMNS)), (S.TURNS_FILE, None)):
-        f = path / name
-        if not f.is_file():
-            raise AgentSpecError(f"{what}: {f}: missing (an experience store needs {S.DIALOGUES_FILE} and {S.TURNS_FILE})")
-        try:
-            tables[name] = pq.read_table(f, columns=columns)
-        except Exception as exc:  # pyarrow raises several types for corrupt or foreign files
-            raise AgentSpecError(f"{what}: {f}: not a readable experience-store table ({exc})") from exc
-    rated = bool(S.rating_names(pq.read_schema(path / S.DIALOGUES_FILE)))
-    return ExperienceStore(tables[S.DIALOGUES_FILE], tables[S.TURNS_FILE]), rated
+    try:
+        store = ExperienceStore.open(path, dialogue_columns=_DIALOGUE_COLUMNS)
+    except StoreError as exc:
+        raise AgentSpecError(f"{what}: {exc}") from exc
+    return store, bool(S.rating_names(pq.read_schema(Path(path) / S.DIALOGUES_FILE)))
 
 
 def _store_files(path: Path) -> list[dict[str, Any]]:

@@ -32,17 +32,19 @@ class ExperienceStore:
 
     # ---- construction -------------------------------------------------------------------
     @classmethod
-    def open(cls, path: str | Path) -> "ExperienceStore":
+    def open(cls, path: str | Path, dialogue_columns: "list[str] | None" = None) -> "ExperienceStore":
+        """The store at ``path``; ``dialogue_columns``: load only these columns of the dialogues
+        (e.g. no ratings, for a reader that must not know them)."""
         path = Path(path)
         if not path.is_dir():
             raise StoreError(f"{path}: not a directory (expected an experience store)")
         tables = {}
-        for name in (S.DIALOGUES_FILE, S.TURNS_FILE):
+        for name, columns in ((S.DIALOGUES_FILE, dialogue_columns), (S.TURNS_FILE, None)):
             f = path / name
             if not f.is_file():
                 raise StoreError(f"{f}: missing (an experience store needs {S.DIALOGUES_FILE} and {S.TURNS_FILE})")
             try:
-                tables[name] = pq.read_table(f)
+                tables[name] = pq.read_table(f, columns=columns)
             except Exception as exc:  # pyarrow raises several types for corrupt files
                 raise StoreError(f"{f}: not a readable Parquet file ({exc})") from exc
         rejects_path = path / S.REJECTS_FILE
