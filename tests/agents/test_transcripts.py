@@ -157,6 +157,31 @@ def test_own_chats_stand_in_reads_no_rating(own_chats, settings, tmp_path):
     assert answers[0] == answers[1] == answers[2]
 
 
+def test_own_chats_stand_in_through_the_sampler_as_the_benchmark_runs_it(own_chats, settings, tmp_path):
+    """The user's path of see2019-ownchats: the benchmark's agent_spec with {store} filled in, and
+    the sampler at every logged agent turn of the other bots' dialogues: every reply is one the
+    held-out bot said to people, and none of its own states is asked about."""
+    from enigma.params import Params
+
+    entry = {"source": {"ingest": "see2019", "path": "raw"}, "rollouts": None,
+             "agent_spec": "transcripts:{store}?agent={agent}", "estimators": ["experience-mean"],
+             "full_estimators": [], "note": None}
+    b = Params.from_dict({"pipeline": {"data_dir": str(tmp_path)}, "report": {"out_dir": "r"},
+                          "benchmarks": {"own": entry}}).benchmark("own")
+    import shutil
+
+    shutil.copytree(own_chats, b.store)
+    table = sample_targets(str(b.store), b.agent_spec(AGENT), exclude_agents=(AGENT,), cache_dir=tmp_path / "cache",
+                           settings=settings, progress=False)
+    store = ExperienceStore.open(b.store)
+    said = {r["text"] for r in store.filter_agents(keep={AGENT}).turns.to_pylist() if r["role"] == "agent"}
+    others = set(store.without_agent(AGENT).dialogues.column("dialog_id").to_pylist())
+    assert table.num_rows > 0 and table.column("error").null_count == table.num_rows
+    assert set(table.column("text").to_pylist()) <= said
+    assert set(table.column("dialog_id").to_pylist()) <= others
+    assert "approximation" in table.schema.metadata[b"enigma.sampling.approximation"].decode()
+
+
 def test_on_support_never_snaps_to_the_stand_ins_own_logged_replies(own_chats, settings):
     """Held out, the agent's own logged dialogues are not in the logs the estimate uses, so
     the on-support stand-in snaps only to the other agents' replies (with its own chats as the
