@@ -170,6 +170,18 @@ def test_onehot_stays_exact_whatever_the_text_settings_say(problem):
     assert heads.zeta_net[-1].in_features == est.encoder().dim > 5  # one coordinate per state-action pair
 
 
+def test_random_features_need_fixed_features_and_leave_saved_results_alone():
+    with pytest.raises(ValueError, match="random_features"):
+        DiceConfig.from_section({"preset": "default", "encoder": "finetune", "random_features": 8})
+    assert DiceConfig.from_section({"preset": "exact_nu", "encoder": "onehot", "random_features": 8}).random_features == 0
+    base = DiceConfig.preset("exact_nu")
+    # without random features the fingerprint is the one results were saved under before the setting existed
+    assert "random_features" not in json.loads(EnigmaEstimator(base).fingerprint())["dice"]
+    wide = EnigmaEstimator(base.model_copy(update={"random_features": 8})).fingerprint()
+    assert wide != EnigmaEstimator(base).fingerprint()
+    assert wide != EnigmaEstimator(base.model_copy(update={"random_features": 8, "random_features_scale": 2.0})).fingerprint()
+
+
 def _enigma(p):
     from enigma.estimators import build_estimator
     from enigma.params import Params

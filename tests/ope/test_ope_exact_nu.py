@@ -268,3 +268,25 @@ def test_a_tmax_beyond_the_solver_is_a_config_error_that_says_so():
     cfg = DiceConfig.preset("exact_nu", tmax=1100, device="cpu")
     with pytest.raises(ValueError, match=r"one per slot \(dice.tmax 1100\).*longer than 1018 agent turns"):
         ZetaProblem(_turns(logged, target, data), data, cfg)
+
+
+def test_random_features_keep_the_tabular_problem_exact():
+    """Random Fourier features are functions of the state-action pair, appended to its features:
+    on one-hot features, which already span every such function, they add no capacity, so the
+    estimate must stay the certainty-equivalence value (a wrong append, a lost linear block or a
+    scrambled row order would break that). The heads read the wider vector."""
+    from enigma.encoders.onehot import OneHotPairEncoder
+
+    torch.set_num_threads(1)
+    mdp, store = _problem(2500, seed=2)
+    policy = _targets(mdp)[1]
+    ta = target_actions(store, policy, n_samples=2, seed=0)
+    ce = certainty_equivalence_value(store, ta)
+    # encoder "frozen" with one-hot vectors handed in: the text path (onehot itself refuses them)
+    cfg = DiceConfig.preset("exact_nu", encoder="frozen", random_features=16, tmax=3, device="cpu")
+    encoder = OneHotPairEncoder()
+    result = EnigmaEstimator(cfg, encoder=encoder, progress=False).estimate_full(store, HeldOutAgent(policy.name, target_actions=ta))
+    assert result.runs["all"].solver["converged"]
+    assert result.runs["all"].heads.zeta_net[-1].in_features == encoder.dim + 16
+    for r in RATINGS:
+        assert abs(result.estimates[r]["estimate"] - ce[r]) < 0.002, r

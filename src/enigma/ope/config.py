@@ -17,6 +17,7 @@ INTERVAL_FIELDS = frozenset({"interval_resamples", "interval_level", "interval_t
 # settings added after results were saved, left out of a fingerprint while at these values (the
 # weighted estimate does not read q_ridge): the saved results stay valid
 VALUE_DEFAULTS = {"value": "weighted", "q_ridge": 1e-6}
+RANDOM_FEATURE_DEFAULTS = {"random_features": 0, "random_features_scale": 1.0}
 
 
 class DiceConfig(BaseModel):
@@ -38,6 +39,10 @@ class DiceConfig(BaseModel):
     # ---- heads --------------------------------------------------------------------------
     head_hidden: int = Field(64, ge=0, description="hidden width of the GELU MLP heads; 0 = linear")
     project_dim: int | None = Field(None, ge=1, description="frozen encoders: fixed whitened PCA to this many dims before the heads")
+    # capacity for linear heads (exact_nu): random Fourier features of the (projected) text and
+    # agreement features, appended to them, so the heads read a Gaussian kernel's approximation
+    random_features: int = Field(0, ge=0, description="frozen encoders: this many random Fourier features appended; 0 = none")
+    random_features_scale: float = Field(1.0, gt=0, description="the kernel's bandwidth, in units of sqrt(input dims) of standardised inputs")
 
     # ---- solver -------------------------------------------------------------------------
     # gda: gradient descent-ascent on every player (any encoder, the paper's way); exact_nu:
@@ -113,7 +118,7 @@ class DiceConfig(BaseModel):
         # projection or the text agreement block would make the tabular problem approximate
         # again, so the text features' settings never apply to it
         if isinstance(data, dict) and data.get("encoder") == "onehot":
-            data = dict(data, project_dim=None, agreement=False)
+            data = dict(data, project_dim=None, agreement=False, random_features=0)
         return data
 
     @model_validator(mode="after")
@@ -130,6 +135,8 @@ class DiceConfig(BaseModel):
             missing = [k for k, ok in needs.items() if not ok]
             if missing:
                 raise ValueError("solver exact_nu needs " + "; ".join(missing))
+        if self.random_features and self.encoder == "finetune":
+            raise ValueError("random_features are computed once from fixed features: they need encoder frozen (or onehot)")
         if self.value != "weighted" and (self.head_hidden or self.encoder == "finetune"):
             raise ValueError(f"value {self.value!r} fits Q on nu's basis: it needs linear heads (head_hidden: 0) on fixed features")
         if self.interval_resamples and self.solver != "exact_nu":

@@ -3,10 +3,11 @@ computed once for a frozen encoder (or per batch for a fine-tuned one), stored r
 (``TurnFeatures``: one row per agent turn, so memory grows with the turns, not with the longest
 dialogue), and for text features a fixed, whitened PCA projection to ``dice.project_dim``
 dimensions (trailing features the encoder marks as passthrough, e.g. the agreement block, are left
-alone)."""
+alone), and, with ``dice.random_features``, random Fourier features of the result appended to it."""
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -44,6 +45,29 @@ def pca_projection(stacked: torch.Tensor, k: int, seed: int, chunk_rows: int = 6
     return out
 
 
+def random_fourier_features(x: torch.Tensor, n: int, scale: float, seed: int, chunk_rows: int = 65536) -> torch.Tensor:
+    """``[x | sqrt(2) cos(z W + b)]``: ``n`` random Fourier features (Rahimi and Recht 2007) of
+    ``x`` [M, d] appended to it. Linear heads on them approximate functions in a Gaussian kernel's
+    space, interactions of the inputs included (e.g. of agreement with position), which the linear
+    part alone cannot form; keeping the linear part keeps today's heads as a special case.
+
+    ``z`` is ``x`` standardised per column (the whitened PCA block and the agreement block have
+    different scales), and the bandwidth is ``scale * sqrt(d)``: with standardised inputs the
+    squared distance between two rows is about ``2 d``, so at ``scale`` 1 a typical pair sits
+    where the kernel is still informative. ``sqrt(2)`` gives each feature a variance of about 1,
+    like the whitened block, so relative penalties (``q_ridge``) treat both alike."""
+    d = x.shape[1]
+    mean, std = x.mean(0), x.std(0).clamp(min=1e-6)
+    g = torch.Generator(device="cpu").manual_seed(seed)
+    w = (torch.randn((d, n), generator=g, dtype=torch.float64) / (scale * math.sqrt(d))).to(x)
+    b = (torch.rand(n, generator=g, dtype=torch.float64) * 2 * math.pi).to(x)
+    out = x.new_empty((len(x), d + n))
+    out[:, :d] = x
+    for i in range(0, len(x), chunk_rows):
+        out[i : i + chunk_rows, d:] = torch.cos(((x[i : i + chunk_rows] - mean) / std) @ w + b) * math.sqrt(2.0)
+    return out
+
+
 class Features:
     """Encoder outputs for index batches; a frozen encoder's outputs are computed once, into
     ``turns`` (ragged; None for a trainable encoder)."""
@@ -62,7 +86,7 @@ class Features:
     def _fixed(self, data: DiceData, cfg: DiceConfig) -> TurnFeatures:
         """Every real turn's vectors, computed in chunks of ``eval_batch_size`` dialogues (the
         encoder's ``turn_rows``: no padded table of the whole store) into one buffer (the logged
-        rows, then the target samples' rows), then projected."""
+        rows, then the target samples' rows), then projected, then random features appended."""
         t_all, s = int(self.n_agent_turns.sum()), int(data.sample_mask.shape[2])
         buf = torch.empty((t_all * (1 + s), self.dim), dtype=torch.float32, device=self.device)
         logged, target = buf[:t_all], buf[t_all:].view(t_all, s, self.dim)
@@ -83,7 +107,11 @@ class Features:
             projected[:, cfg.project_dim :] = buf[:, cut:]
             del buf, logged, target
             self.dim = cfg.project_dim + keep
-            logged, target = projected[:t_all], projected[t_all:].view(t_all, s, self.dim)
+            buf = projected
+        if cfg.random_features:
+            buf = random_fourier_features(buf, cfg.random_features, cfg.random_features_scale, cfg.seed)
+            self.dim = buf.shape[1]
+        logged, target = buf[:t_all], buf[t_all:].view(t_all, s, self.dim)
         return TurnFeatures(logged, target, mask, self.n_agent_turns.to(self.device))
 
     def _run(self, index: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
