@@ -96,3 +96,10 @@ def test_pca_leaves_the_agreement_features_alone(cache):
     assert feats.dim == 2 + AGREEMENT_DIM
     logged, _ = feats(None)
     torch.testing.assert_close(logged[0, :, 2:], prepared.agreement[:, 0])
+    # text_dim: the leading text columns, which a Q told to leave the agreement block out reads
+    # (fqe.agreement: false), with or without the PCA and with random features appended after
+    assert feats.text_dim == 2
+    for c in (DiceConfig.preset("default"), DiceConfig.preset("default", project_dim=2, random_features=4)):
+        f = Features(enc, prepared, data, torch.device("cpu"), c)
+        assert f.text_dim == (2 if c.project_dim else enc.dim - AGREEMENT_DIM)
+        torch.testing.assert_close(f(None)[0][0, :, f.text_dim : f.text_dim + AGREEMENT_DIM], prepared.agreement[:, 0])

@@ -4,6 +4,7 @@ certainty-equivalence value and the doubly robust value is right with either par
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
@@ -11,7 +12,8 @@ from enigma.contracts import HeldOutAgent
 from enigma.ope import DiceConfig, EnigmaEstimator
 from enigma.ope.flow_rows import flow_rows
 from enigma.ope.tabular import RATINGS, certainty_equivalence_value, target_actions
-from enigma.ope.value import fit_q, ratio_values, reward_columns, value_estimates, zeta_rows
+from enigma.ope.fqe import TurnQ
+from enigma.ope.value import fit_q, fqe_corrections, ratio_values, reward_columns, value_estimates, zeta_rows
 from enigma.ope.turns import TurnFeatures
 
 from test_ope_exactness import _problem, _targets
@@ -54,15 +56,15 @@ def test_doubly_robust_survives_a_wrong_zeta_or_a_wrong_q(fitted):
     with torch.no_grad():
         zeta = zeta_rows(run.heads, rows)
     u = fit_q(rows, b, cfg.q_ridge)
-    wrong_zeta = ratio_values(rows, torch.ones_like(zeta), b, u)
+    wrong_zeta = ratio_values(rows, torch.ones_like(zeta), b, rows.apply("delta", u))
     poor_rows = flow_rows(TurnFeatures.from_dense(torch.zeros_like(logged).double(), torch.zeros_like(target).double(), data.sample_mask,
                                                  data.n_agent_turns), cfg.tmax)
     poor_u = fit_q(poor_rows, reward_columns(poor_rows, data.rewards), cfg.q_ridge)
-    wrong_q = ratio_values(rows, zeta, b, poor_u)
+    wrong_q = ratio_values(rows, zeta, b, rows.apply("delta", poor_u))
     for j, r in enumerate(data.rating_names):
         assert abs(wrong_zeta[j] - ce[r]) < 0.002 and abs(wrong_q[j] - ce[r]) < 0.002, (r, wrong_zeta[j], wrong_q[j], ce[r])
     # the spoiled parts are wrong on their own (so the test can fail): the logs' own mean, and the poor Q alone
-    for spoiled in (ratio_values(rows, torch.ones_like(zeta), b, None), ratio_values(rows, torch.ones_like(zeta), b, poor_u)):
+    for spoiled in (ratio_values(rows, torch.ones_like(zeta), b, None), ratio_values(rows, torch.ones_like(zeta), b, rows.apply("delta", poor_u))):
         assert max(abs(spoiled[j] - ce[r]) for j, r in enumerate(data.rating_names)) > 0.02
 
 
@@ -104,3 +106,80 @@ def test_value_estimates_match_the_run(fitted):
     for r in RATINGS:
         for k in ("weighted", "q", "dr"):
             assert again[r][k] == pytest.approx(result.runs["all"].solver["values"][r][k], abs=1e-9)
+
+
+def _turns(est, store, ta):
+    logged, target = _features(est, store, ta)
+    data = _data(store, ta)
+    return TurnFeatures.from_dense(logged.double(), target.double(), data.sample_mask, data.n_agent_turns), data
+
+
+def test_doubly_robust_with_any_q_of_the_pair_is_exact_when_zeta_is(fitted):
+    """The corrections of a Q given at the real turns (``fqe_corrections``) telescope along every
+    dialogue: with the fitted zeta, which meets the flow constraints of every function of the
+    (state, action) pair on one-hot features, the doubly robust value is the certainty-equivalence
+    value whatever that Q is, here an arbitrary nonlinear one. With zeta = 1 the same Q is wrong."""
+    mdp, store, policy, ta, cfg, est, result = fitted
+    ce = certainty_equivalence_value(store, ta)
+    turns, data = _turns(est, store, ta)
+    g = torch.Generator().manual_seed(3)
+    w, v = torch.randn(turns.dim, 8, generator=g, dtype=torch.float64), torch.randn(8, len(RATINGS), generator=g, dtype=torch.float64)
+
+    def q(x):
+        return torch.tanh(3 * x @ w) @ v
+
+    m = turns.sample_mask.to(torch.float64).unsqueeze(-1)
+    turn_q = TurnQ(q(turns.logged), (q(turns.target) * m).sum(1) / m.sum(1), turns.n_agent_turns)
+    values = value_estimates(result.runs["all"].heads, turns, data, cfg.tmax, cfg.q_ridge, turn_q)
+    for r in RATINGS:
+        assert abs(values[r]["dr"] - ce[r]) < 0.002, (r, values[r], ce[r])
+    rows = flow_rows(turns, cfg.tmax)
+    seen = torch.as_tensor(~np.isnan(data.rewards))
+    ones = ratio_values(rows, torch.ones(rows.n_rows, dtype=torch.float64), reward_columns(rows, data.rewards),
+                        fqe_corrections(rows, turn_q, seen))
+    assert max(abs(ones[j] - ce[r]) for j, r in enumerate(data.rating_names)) > 0.02
+
+
+def test_fitted_q_evaluation_through_the_estimator(fitted):
+    """``q_model: fqe`` on the user's path: the reported dr is the certainty-equivalence value
+    (zeta is exact here), the fitted Q's own direct value is near it, and the interval is
+    around the estimate with the Q kept across resamples."""
+    mdp, store, policy, ta, cfg, est, result = fitted
+    ce = certainty_equivalence_value(store, ta)
+    fqe_cfg = cfg.model_copy(update={"value": "dr", "q_model": "fqe", "interval_resamples": 20})
+    out = EnigmaEstimator(fqe_cfg, progress=False).estimate_full(store, HeldOutAgent(policy.name, target_actions=ta))
+    values = out.runs["all"].solver["values"]
+    for r in RATINGS:
+        assert out.estimates[r]["estimate"] == values[r]["dr"]
+        assert abs(values[r]["dr"] - ce[r]) < 0.002, (r, values[r], ce[r])
+        assert abs(values[r]["q"] - ce[r]) < 0.05, (r, values[r], ce[r])
+        low, high = out.intervals[r]
+        assert low <= values[r]["dr"] <= high
+    assert EnigmaEstimator(fqe_cfg).fingerprint() != EnigmaEstimator(cfg.model_copy(update={"value": "dr", "interval_resamples": 20})).fingerprint()
+    # the weighted value reads no Q: its saved results stay valid whichever Q is fitted beside it
+    weighted = cfg.model_copy(update={"value": "weighted"})
+    assert EnigmaEstimator(weighted.model_copy(update={"q_model": "fqe"})).fingerprint() == EnigmaEstimator(weighted).fingerprint()
+
+
+def test_fitted_q_reads_only_the_columns_it_is_given(fitted):
+    """``fqe.agreement: false`` hands the Q the text columns only: whatever the other columns hold
+    (here the agreement block's place, filled with noise), the fitted Q is the same; and it is
+    not when they are read."""
+    from enigma.ope.config import FqeConfig
+    from enigma.ope.fqe import fit_turn_q
+
+    mdp, store, policy, ta, cfg, est, result = fitted
+    turns, data = _turns(est, store, ta)
+    g = torch.Generator().manual_seed(5)
+
+    def with_noise():
+        noise = torch.rand((len(turns.logged), 1 + turns.target.shape[1], 3), generator=g, dtype=torch.float64)
+        return TurnFeatures(torch.cat([turns.logged, noise[:, 0]], 1), torch.cat([turns.target, noise[:, 1:]], 2),
+                            turns.sample_mask, turns.n_agent_turns)
+
+    small = FqeConfig(epochs=2)
+    a, b = with_noise(), with_noise()
+    text = slice(0, turns.dim)
+    qa, qb = fit_turn_q(a, data.rewards, small, 0, columns=text), fit_turn_q(b, data.rewards, small, 0, columns=text)
+    assert torch.equal(qa.logged, qb.logged) and torch.equal(qa.target, qb.target)
+    assert not torch.equal(fit_turn_q(a, data.rewards, small, 0).logged, fit_turn_q(b, data.rewards, small, 0).logged)

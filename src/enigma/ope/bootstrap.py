@@ -36,6 +36,7 @@ from enigma.ope.guards import DiceDivergence
 from enigma.ope.heads import DiceHeads
 from enigma.ope.problem import DiceData
 from enigma.ope.turns import TurnFeatures
+from enigma.ope.fqe import TurnQ
 from enigma.ope.value import value_estimates
 from enigma.resampling import bootstrap_indices
 
@@ -74,6 +75,7 @@ def bootstrap_estimates(
     warm_mu: float | None = None,
     desc: str = "bootstrap",
     progress: bool = False,
+    turn_q: TurnQ | None = None,
 ) -> dict[str, Any]:
     """Refit on ``cfg.interval_resamples`` resamples of the dialogues, each from ``heads`` (the full
     fit: its zeta and its multipliers, with the full fit's final penalty weight ``warm_mu``, so a
@@ -113,8 +115,9 @@ def bootstrap_estimates(
         unconverged += not summary["converged"]
         if cfg.value == "weighted":
             est = {n: e["estimate"] for n, e in rating_estimates(zeta_last(fitted, sub_turns), sub.rewards, sub.rating_names).items()}
-        else:  # Q refitted on the resample too: the interval is of the reported value
-            est = {n: v[cfg.value] for n, v in value_estimates(fitted, sub_turns, sub, cfg.tmax, cfg.q_ridge).items()}
+        else:  # an LSTD Q refitted on the resample too; a fitted Q evaluation's (turn_q) is kept, only its rows resampled
+            sub_q = None if turn_q is None else turn_q.select(torch.as_tensor(idx, dtype=torch.long))
+            est = {n: v[cfg.value] for n, v in value_estimates(fitted, sub_turns, sub, cfg.tmax, cfg.q_ridge, sub_q).items()}
         for n in data.rating_names:
             draws[n].append(est[n])
     if unconverged:

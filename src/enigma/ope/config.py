@@ -18,6 +18,23 @@ INTERVAL_FIELDS = frozenset({"interval_resamples", "interval_level", "interval_t
 # weighted estimate does not read q_ridge): the saved results stay valid
 VALUE_DEFAULTS = {"value": "weighted", "q_ridge": 1e-6}
 RANDOM_FEATURE_DEFAULTS = {"random_features": 0, "random_features_scale": 1.0}
+Q_MODEL_FIELDS = frozenset({"q_model", "fqe"})  # left out of a fingerprint while q_model is lstd or the value weighted
+
+
+class FqeConfig(BaseModel):
+    """The fitted Q evaluation behind ``q_model: fqe`` (enigma/ope/fqe.py): the fqe-critic
+    comparator's network and schedule (params.yaml ``comparators.critic``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    hidden: int = Field(128, ge=1)
+    dropout: float = Field(0.2, ge=0, lt=1)
+    epochs: int = Field(20, ge=1)
+    batch_size: int = Field(256, ge=1)
+    lr: float = Field(1e-3, gt=0)
+    tau: float = Field(0.01, gt=0, le=1, description="Polyak step of the slow copy that gives the Bellman targets")
+    agreement: bool = Field(True, description="the Q reads the agreement block too (false: the pair's text features only)")
+    pessimism_passes: int = Field(0, ge=0, description="Bellman targets: the min over this many dropout passes (the comparator's 5); 0 = the mean network")
 
 
 class DiceConfig(BaseModel):
@@ -58,6 +75,10 @@ class DiceConfig(BaseModel):
     # computed for linear heads on fixed features and kept in the diagnostics.
     value: Literal["weighted", "q", "dr"] = "weighted"
     q_ridge: float = Field(1e-6, ge=0, description="Tikhonov weight on the Q fit's coefficients, relative to E[psi^2]")
+    # the Q of the q and dr values: lstd (linear, nu's basis, q_ridge) or fqe (an MLP fitted by
+    # fitted Q evaluation on the same features, enigma/ope/fqe.py; kept fixed across bootstrap resamples)
+    q_model: Literal["lstd", "fqe"] = "lstd"
+    fqe: FqeConfig = Field(default_factory=FqeConfig)
 
     # ---- sampling interval (exact_nu): the bootstrap over logged dialogues (enigma/ope/bootstrap.py)
     interval_resamples: int = Field(0, ge=0, description="resamples of the logged dialogues, each refitted; 0 = no interval")

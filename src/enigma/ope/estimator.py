@@ -22,7 +22,7 @@ import torch
 from enigma.contracts import EstimateResult, HeldOutAgent, Regime, Turn
 from enigma.encoders.base import DialogueActions, PairEncoder
 from enigma.encoders.config import EncodeConfig
-from enigma.ope.config import INTERVAL_FIELDS, RANDOM_FEATURE_DEFAULTS, VALUE_DEFAULTS, DiceConfig
+from enigma.ope.config import INTERVAL_FIELDS, Q_MODEL_FIELDS, RANDOM_FEATURE_DEFAULTS, VALUE_DEFAULTS, DiceConfig
 from enigma.ope.padding import check_tmax
 from enigma.ope.problem import DiceData
 from enigma.ope.trainer import DiceRun, train_dice
@@ -245,6 +245,8 @@ class EnigmaEstimator:
             skip |= set(VALUE_DEFAULTS)
         if not self.config.random_features:
             skip |= set(RANDOM_FEATURE_DEFAULTS)
+        if self.config.q_model == "lstd" or self.config.value == "weighted":  # the weighted value reads no Q
+            skip |= Q_MODEL_FIELDS
         return json.dumps({"dice": self.config.model_dump(mode="json", exclude=skip),
                            "encoder": encoder_settings(self.config, self.encode)}, sort_keys=True)
 

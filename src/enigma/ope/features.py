@@ -80,6 +80,8 @@ class Features:
         self.autocast = device.type == "cuda" and self.trainable
         self.turns: TurnFeatures | None = None
         self.dim = encoder.dim
+        # the leading columns that describe the pair's text (not the agreement block, not random features)
+        self.text_dim = encoder.dim - getattr(encoder, "passthrough_dim", 0)
         if not self.trainable:
             self.turns = self._fixed(data, cfg)
 
@@ -106,7 +108,7 @@ class Features:
             projected[:, : cfg.project_dim] = pca_projection(buf[:, :cut], cfg.project_dim, cfg.seed)
             projected[:, cfg.project_dim :] = buf[:, cut:]
             del buf, logged, target
-            self.dim = cfg.project_dim + keep
+            self.dim, self.text_dim = cfg.project_dim + keep, cfg.project_dim
             buf = projected
         if cfg.random_features:
             buf = random_fourier_features(buf, cfg.random_features, cfg.random_features_scale, cfg.seed)

@@ -22,6 +22,7 @@ from enigma.ope.features import Features
 from enigma.ope.gda import solve_gda
 from enigma.ope.guards import check_zeta
 from enigma.ope.heads import DiceHeads
+from enigma.ope.fqe import TurnQ, fit_turn_q
 from enigma.ope.value import value_estimates
 from enigma.ope.problem import DiceData
 
@@ -89,31 +90,37 @@ def train_dice(
     else:
         sol = solve_gda(encoder, prepared, heads, feats, data, cfg, reward_index=reward_index, progress=progress, desc=desc)
     run = final_run(sol.heads, sol.features, data, cfg, sol.steps, sol.curve, sol.summary)
-    add_values(run, sol.features, data, cfg)
+    turn_q = add_values(run, sol.features, data, cfg)
     if cfg.interval_resamples:
-        add_intervals(run, sol.features, data, cfg, reward_index=reward_index, desc=desc, progress=progress)
+        add_intervals(run, sol.features, data, cfg, reward_index=reward_index, desc=desc, progress=progress, turn_q=turn_q)
     return run
 
 
-def add_values(run: DiceRun, feats: Features, data: DiceData, cfg: DiceConfig) -> None:
+def add_values(run: DiceRun, feats: Features, data: DiceData, cfg: DiceConfig) -> TurnQ | None:
     """The value three ways (``enigma.ope.value``) into the diagnostics, for linear heads on fixed
-    features; ``dice.value`` picks the one reported as each rating's estimate."""
+    features; ``dice.value`` picks the one reported as each rating's estimate. Returns the fitted
+    Q at the real turns when ``dice.q_model`` is fqe (the bootstrap keeps it)."""
     if feats.turns is None or cfg.head_hidden:
-        return
-    values = value_estimates(run.heads, feats.turns, data, cfg.tmax, cfg.q_ridge)
+        return None
+    turn_q = None
+    if cfg.q_model == "fqe":
+        columns = None if cfg.fqe.agreement else slice(0, feats.text_dim)
+        turn_q = fit_turn_q(feats.turns, data.rewards, cfg.fqe, cfg.seed, columns=columns)
+    values = value_estimates(run.heads, feats.turns, data, cfg.tmax, cfg.q_ridge, turn_q)
     run.solver["values"] = values
     if cfg.value != "weighted":  # weighted is the final pass's own estimate already
         for name, v in values.items():
             run.estimates[name]["estimate"] = v[cfg.value]
+    return turn_q
 
 
 def add_intervals(run: DiceRun, feats: Features, data: DiceData, cfg: DiceConfig, *, reward_index: int | None, desc: str,
-                  progress: bool = False) -> None:
+                  progress: bool = False, turn_q: TurnQ | None = None) -> None:
     """The bootstrap's percentile interval of every rating's estimate (``enigma.ope.bootstrap``)."""
     if feats.turns is None:
         raise ValueError("dice.interval_resamples needs fixed features (the bootstrap refits on them)")
     boot = bootstrap_estimates(run.heads, feats.turns, data, cfg, reward_index=reward_index, warm_mu=run.solver.get("mu"), desc=desc,
-                               progress=progress)
+                               progress=progress, turn_q=turn_q)
     run.draws = boot["draws"]
     run.intervals = {r: percentile_interval(d, cfg.interval_level) for r, d in boot["draws"].items()}
     run.bootstrap = {

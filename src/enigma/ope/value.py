@@ -32,6 +32,7 @@ import numpy as np
 import torch
 
 from enigma.ope.flow_rows import FlowRows, flow_rows
+from enigma.ope.fqe import TurnQ
 from enigma.ope.heads import DiceHeads, zeta_activation
 from enigma.ope.turns import TurnFeatures
 
@@ -82,9 +83,39 @@ def fit_q(rows: FlowRows, b: torch.Tensor, ridge: float) -> torch.Tensor:
     return x[:dim]
 
 
-def ratio_values(rows: FlowRows, zeta: torch.Tensor, b: torch.Tensor, u: torch.Tensor | None) -> np.ndarray:
-    """``sum w zeta (b_r + delta u_r) / sum w zeta (b_m + delta u_m)`` per rating (``u`` None: zero)."""
-    corrected = b if u is None else b + rows.apply("delta", u)
+def fqe_corrections(rows: FlowRows, turn_q: TurnQ, seen: torch.Tensor) -> torch.Tensor:
+    """[R, 2 x ratings]: ``Q(s', pi) - Q(s, a)`` at every row for a Q given at the real turns
+    (``TurnQ``, e.g. fitted by ``enigma.ope.fqe``) and zero at every pseudo slot but slot 0, so
+    that along one dialogue the corrections telescope as in the per-decision doubly robust
+    estimator: an inner turn gets the target's Q at the next state minus Q at its own logged pair,
+    the last turn minus its Q (its successor, a pseudo slot, is worth 0 once the reward is in),
+    and slot 0 the mean over dialogues of the target's Q at the first state. A dialogue without
+    a rating takes no part in that rating's corrections, as it takes none in its reward sum.
+
+    For the normaliser's columns the Q is the indicator itself (1 at every turn of a rated
+    dialogue): its corrections cancel but at slot 0, so the denominator is ``zeta_0`` times the
+    rated dialogues, the one-per-cycle it estimates."""
+    n = rows.n_dialogues
+    lengths = turn_q.n_agent_turns.to(turn_q.logged.device).long()
+    t_all = len(turn_q.logged)
+    has_next = torch.ones(t_all, dtype=torch.bool, device=lengths.device)
+    last = torch.cumsum(lengths, 0) - 1
+    has_next[last] = False
+    dialogue = torch.repeat_interleave(torch.arange(n, device=lengths.device), lengths)
+    first = last - lengths + 1
+    s = seen.to(turn_q.logged.dtype)  # [N, K]
+    q_next = torch.where(has_next.unsqueeze(1), turn_q.target[torch.clamp(torch.arange(t_all) + 1, max=t_all - 1)], 0.0)
+    real = torch.cat([(q_next - turn_q.logged) * s[dialogue], s[dialogue] * (has_next.unsqueeze(1).to(s.dtype) - 1.0)], 1)
+    pads = real.new_zeros((rows.tmax, real.shape[1]))
+    k = s.shape[1]
+    pads[0, :k] = (turn_q.target[first] * s).sum(0) / n
+    pads[0, k:] = s.sum(0) / n
+    return torch.cat([real[has_next], real[last], pads]).to(rows.weight)
+
+
+def ratio_values(rows: FlowRows, zeta: torch.Tensor, b: torch.Tensor, correction: torch.Tensor | None) -> np.ndarray:
+    """``sum w zeta (b_r + c_r) / sum w zeta (b_m + c_m)`` per rating (``correction`` None: zero)."""
+    corrected = b if correction is None else b + correction
     sums = (rows.weight * zeta) @ corrected
     k = b.shape[1] // 2
     num, den = sums[:k], sums[k:]
@@ -92,14 +123,30 @@ def ratio_values(rows: FlowRows, zeta: torch.Tensor, b: torch.Tensor, u: torch.T
     return out.detach().cpu().numpy()
 
 
-def value_estimates(heads: DiceHeads, turns: TurnFeatures, data: Any, tmax: int, ridge: float) -> dict[str, dict[str, float]]:
-    """``{rating: {"weighted", "q", "dr"}}`` for linear heads on fixed features."""
+def value_estimates(heads: DiceHeads, turns: TurnFeatures, data: Any, tmax: int, ridge: float,
+                    turn_q: TurnQ | None = None) -> dict[str, dict[str, float]]:
+    """``{rating: {"weighted", "q", "dr"}}`` for linear heads on fixed features; the Q of ``q`` and
+    ``dr`` is ``turn_q`` when given (``dice.q_model: fqe``), else the LSTD fit on nu's basis."""
     rows = flow_rows(turns, tmax)
     with torch.no_grad():
         zeta = zeta_rows(heads, rows)
         b = reward_columns(rows, data.rewards)
-        u = fit_q(rows, b, ridge)
         ones = torch.ones_like(zeta)
-        values = {"weighted": ratio_values(rows, zeta, b, None), "q": ratio_values(rows, ones, b, u),
-                  "dr": ratio_values(rows, zeta, b, u)}
+        if turn_q is None:
+            # LSTD's TD errors sum to zero on the logs (the bias is in its basis): with zeta = 1
+            # the corrected ratio is the model's own value
+            correction = rows.apply("delta", fit_q(rows, b, ridge))
+            q = ratio_values(rows, ones, b, correction)
+        else:
+            seen = torch.as_tensor(~np.isnan(data.rewards), device=rows.weight.device)
+            correction = fqe_corrections(rows, turn_q, seen)
+            q = opening_values(turn_q, seen)
+        values = {"weighted": ratio_values(rows, zeta, b, None), "q": q, "dr": ratio_values(rows, zeta, b, correction)}
     return {name: {v: float(values[v][j]) for v in VALUES} for j, name in enumerate(data.rating_names)}
+
+
+def opening_values(turn_q: TurnQ, seen: torch.Tensor) -> np.ndarray:
+    """The direct estimate per rating: the target's mean Q at the rated dialogues' first states."""
+    first = torch.cumsum(turn_q.n_agent_turns.long(), 0) - turn_q.n_agent_turns.long()
+    s = seen.to(turn_q.target.dtype)
+    return ((turn_q.target[first] * s).sum(0) / s.sum(0).clamp(min=1)).cpu().numpy()

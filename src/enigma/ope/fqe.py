@@ -1,0 +1,122 @@
+"""Fitted Q evaluation on ENIGMA's own turn features: a nonlinear Q for the doubly robust value
+(``dice.q_model: fqe``; ``enigma.ope.value``).
+
+The linear Q of ``value.fit_q`` lives in nu's basis, so it is no richer than zeta. Here a small
+MLP is fitted to the episodic Bellman equation on the logged transitions, on the same rows the
+solver reads (``TurnFeatures``: the logged pair at every real agent turn, the target's samples at
+the same states):
+
+    Q(s_k, a_k) <- mean over the target's samples a' of Q_slow(s_{k+1}, a')   (not the last turn)
+    Q(s_k, a_k) <- the dialogue's rating                                   (the last turn)
+
+with one output per rating, unrated dialogues masked out of the loss and ``Q_slow`` a Polyak copy.
+It is the recipe of the fqe-critic comparator (Lubis et al. 2022), on the features zeta and nu
+read; its pessimism (targets the minimum over dropout passes of ``Q_slow``) is
+``fqe.pessimism_passes``. What the value needs of it is
+``TurnQ``: Q at the logged action and the mean Q of the target's samples, at every real turn.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from enigma.encoders.base import rows_of
+from enigma.ope.config import FqeConfig
+from enigma.ope.turns import TurnFeatures
+
+
+@dataclass
+class TurnQ:
+    """``logged`` [T, K]: Q(s_t, a_t) per rating at every real agent turn; ``target`` [T, K]: the
+    mean of Q(s_t, a') over the target's samples at the same state (rows as in ``TurnFeatures``)."""
+
+    logged: torch.Tensor
+    target: torch.Tensor
+    n_agent_turns: torch.Tensor
+
+    def select(self, index: torch.Tensor) -> "TurnQ":
+        """The dialogues at ``index`` (repeats allowed), in that order, as ``TurnFeatures.select``."""
+        r = rows_of(self.n_agent_turns.cpu(), index).to(self.logged.device)
+        return TurnQ(self.logged[r], self.target[r], self.n_agent_turns[index.to(self.n_agent_turns.device)])
+
+
+def _mlp(d_in: int, hidden: int, n_out: int, dropout: float) -> torch.nn.Sequential:
+    return torch.nn.Sequential(
+        torch.nn.Linear(d_in, hidden), torch.nn.ReLU(), torch.nn.Dropout(dropout),
+        torch.nn.Linear(hidden, hidden), torch.nn.ReLU(), torch.nn.Dropout(dropout),
+        torch.nn.Linear(hidden, n_out),
+    )
+
+
+def fit_turn_q(turns: TurnFeatures, rewards: np.ndarray, cfg: FqeConfig, seed: int, columns: slice | None = None) -> TurnQ:
+    """Fit Q by fitted Q evaluation on ``turns`` (only its feature ``columns`` when given) with the
+    dialogues' ``rewards`` [N, K] (NaN: unrated) and return it at every real turn's logged pair and
+    target samples.
+
+    Why leave the agreement block out (``fqe.agreement: false``): it describes a logged reply
+    relative to the target's, and at the target's own replies it is 1 by construction, a point
+    the logs visit only where a logged reply was the target's very text (often with templated
+    sellers, hardly ever with free-text bots): the network would be read where it was not fitted."""
+    cols = columns if columns is not None else slice(None)
+    logged = turns.logged[:, cols].float().cpu()
+    target = turns.target[..., cols].float().cpu()
+    mask = turns.sample_mask.cpu().float()
+    n_turns = turns.n_agent_turns.cpu().long()
+    t_all, k = len(logged), rewards.shape[1]
+    # the whitened PCA block and the agreement block have different scales
+    mean, std = logged.mean(0), logged.std(0).clamp(min=1e-6)
+    x_logged, x_target = (logged - mean) / std, (target - mean) / std
+    dialogue = torch.repeat_interleave(torch.arange(len(n_turns)), n_turns)
+    last = torch.cumsum(n_turns, 0) - 1
+    terminal = torch.zeros(t_all, dtype=torch.bool)
+    terminal[last] = True
+    r = torch.as_tensor(rewards, dtype=torch.float32)[dialogue]  # [T, K], used at terminal rows
+    nxt = torch.clamp(torch.arange(t_all) + 1, max=t_all - 1)
+    counts = mask.sum(1).clamp(min=1)
+
+    gen = torch.Generator().manual_seed(seed)
+    torch.manual_seed(seed)
+    q = _mlp(x_logged.shape[1], cfg.hidden, k, cfg.dropout)
+    with torch.no_grad():  # start at the mean rating: the first bootstrapped targets are then sensible
+        q[-1].bias.copy_(torch.nan_to_num(torch.nanmean(torch.as_tensor(rewards, dtype=torch.float32), 0), nan=0.5))
+    slow = copy.deepcopy(q)
+    opt = torch.optim.Adam(q.parameters(), lr=cfg.lr)
+
+    def target_mean(net: torch.nn.Module, passes: int = 0) -> torch.Tensor:
+        """[T, K] the mean of Q over the target's samples at every state (``passes`` > 0: each
+        sample's Q the minimum over that many dropout passes)."""
+        flat = x_target.reshape(-1, x_target.shape[-1])
+        with torch.no_grad():
+            if passes:
+                net.train()
+                per = torch.stack([net(flat) for _ in range(passes)]).min(0).values
+            else:
+                net.eval()
+                per = net(flat)
+        per = per.reshape(t_all, -1, k)
+        return (per * mask.unsqueeze(-1)).sum(1) / counts.unsqueeze(-1)
+
+    for _ in range(cfg.epochs):
+        y = torch.where(terminal.unsqueeze(1), r, target_mean(slow, cfg.pessimism_passes)[nxt])
+        seen = ~torch.isnan(y)
+        y = torch.nan_to_num(y)
+        q.train()
+        order = torch.randperm(t_all, generator=gen)
+        for s in range(0, t_all, cfg.batch_size):
+            b = order[s : s + cfg.batch_size]
+            loss = (((q(x_logged[b]) - y[b]) ** 2) * seen[b]).sum() / seen[b].sum().clamp(min=1)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            with torch.no_grad():
+                for ps, pq in zip(slow.parameters(), q.parameters()):
+                    ps.mul_(1 - cfg.tau).add_(pq, alpha=cfg.tau)
+    q.eval()
+    with torch.no_grad():
+        q_logged = q(x_logged)
+    device = turns.logged.device
+    return TurnQ(q_logged.double().to(device), target_mean(q).double().to(device), turns.n_agent_turns)
