@@ -4,7 +4,9 @@
   over the dialogues' last agent turns.
 - ``q``: the value of a differential Q function fitted to the logged rewards by least-squares
   temporal differences on nu's own basis (``psi``: the pair's features, a bias, one coordinate per
-  pseudo slot), with no zeta at all: the direct, model-based estimate.
+  pseudo slot), with no zeta at all: the direct, model-based estimate. With ``dice.q_model: fqe``
+  the Q is a network fitted by fitted Q evaluation instead (``enigma.ope.fqe``; its corrections:
+  ``fqe_corrections``).
 - ``dr``: the two combined. In the padded chain under the target every slot has mass ``1/Tmax``,
   and for *any* function ``Q`` the stationary mean of ``r + Q(s', pi) - Q(s, a)`` is the mean
   reward, so
@@ -104,7 +106,7 @@ def fqe_corrections(rows: FlowRows, turn_q: TurnQ, seen: torch.Tensor) -> torch.
     dialogue = torch.repeat_interleave(torch.arange(n, device=lengths.device), lengths)
     first = last - lengths + 1
     s = seen.to(turn_q.logged.dtype)  # [N, K]
-    q_next = torch.where(has_next.unsqueeze(1), turn_q.target[torch.clamp(torch.arange(t_all) + 1, max=t_all - 1)], 0.0)
+    q_next = torch.where(has_next.unsqueeze(1), turn_q.target[torch.clamp(torch.arange(t_all, device=lengths.device) + 1, max=t_all - 1)], 0.0)
     real = torch.cat([(q_next - turn_q.logged) * s[dialogue], s[dialogue] * (has_next.unsqueeze(1).to(s.dtype) - 1.0)], 1)
     pads = real.new_zeros((rows.tmax, real.shape[1]))
     k = s.shape[1]
