@@ -30,43 +30,14 @@ from enigma.comparators.dialogues import logged_dialogues, rating_matrix, target
 from enigma.comparators.embedding import LazyEmbedder
 from enigma.comparators.features import Embedder
 from enigma.contracts import EstimateResult, HeldOutAgent, Regime
+from enigma.ope.fqe import QNetwork, pessimistic_value, polyak  # the network and steps both fitted-Q evaluations use
 from enigma.store.experience import ExperienceStore
-
-
-class QNetwork(torch.nn.Module):
-    def __init__(self, d_in: int, hidden: int, n_ratings: int, dropout: float):
-        super().__init__()
-        self.net = torch.nn.Sequential(
-            torch.nn.Linear(d_in, hidden),
-            torch.nn.ReLU(),
-            torch.nn.Dropout(dropout),
-            torch.nn.Linear(hidden, hidden),
-            torch.nn.ReLU(),
-            torch.nn.Dropout(dropout),
-            torch.nn.Linear(hidden, n_ratings),
-        )
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.net(x)
-
-
-def pessimistic_value(q_target: QNetwork, x: torch.Tensor, passes: int) -> torch.Tensor:
-    """min over ``passes`` stochastic (dropout-on) passes: [N, R]."""
-    q_target.train()  # dropout on: each pass is one draw
-    with torch.no_grad():
-        return torch.stack([q_target(x) for _ in range(passes)]).min(dim=0).values
 
 
 def bellman_targets(next_value: torch.Tensor, terminal: torch.Tensor, reward: torch.Tensor) -> torch.Tensor:
     """y = reward at terminal transitions, next state's value otherwise (γ = 1, reward only at
     the end). NaN rewards (unrated) stay NaN and are masked out of the loss."""
     return torch.where(terminal[:, None], reward, next_value)
-
-
-def polyak(target: torch.nn.Module, online: torch.nn.Module, tau: float) -> None:
-    with torch.no_grad():
-        for pt, po in zip(target.parameters(), online.parameters()):
-            pt.mul_(1 - tau).add_(po, alpha=tau)
 
 
 @dataclass

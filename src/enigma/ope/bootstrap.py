@@ -32,11 +32,11 @@ from enigma import resampling
 from enigma.ope.config import DiceConfig
 from enigma.ope.estimates import rating_estimates
 from enigma.ope.exact_nu import fit_exact_nu
+from enigma.ope.fqe import TurnQ
 from enigma.ope.guards import DiceDivergence
 from enigma.ope.heads import DiceHeads
 from enigma.ope.problem import DiceData
 from enigma.ope.turns import TurnFeatures
-from enigma.ope.fqe import TurnQ
 from enigma.ope.value import value_estimates
 from enigma.resampling import bootstrap_indices
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from enigma.encoders.base import rows_of
+from enigma.encoders.base import rows_of, turn_positions
 from enigma.ope.config import FqeConfig
 from enigma.ope.turns import TurnFeatures
 
@@ -44,12 +44,34 @@ class TurnQ:
         return TurnQ(self.logged[r], self.target[r], self.n_agent_turns[index.to(self.n_agent_turns.device)])
 
 
-def _mlp(d_in: int, hidden: int, n_out: int, dropout: float) -> torch.nn.Sequential:
-    return torch.nn.Sequential(
-        torch.nn.Linear(d_in, hidden), torch.nn.ReLU(), torch.nn.Dropout(dropout),
-        torch.nn.Linear(hidden, hidden), torch.nn.ReLU(), torch.nn.Dropout(dropout),
-        torch.nn.Linear(hidden, n_out),
-    )
+class QNetwork(torch.nn.Module):
+    def __init__(self, d_in: int, hidden: int, n_ratings: int, dropout: float):
+        super().__init__()
+        self.net = torch.nn.Sequential(
+            torch.nn.Linear(d_in, hidden),
+            torch.nn.ReLU(),
+            torch.nn.Dropout(dropout),
+            torch.nn.Linear(hidden, hidden),
+            torch.nn.ReLU(),
+            torch.nn.Dropout(dropout),
+            torch.nn.Linear(hidden, n_ratings),
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x)
+
+
+def pessimistic_value(q_target: QNetwork, x: torch.Tensor, passes: int) -> torch.Tensor:
+    """min over ``passes`` stochastic (dropout-on) passes: [N, R]."""
+    q_target.train()  # dropout on: each pass is one draw
+    with torch.no_grad():
+        return torch.stack([q_target(x) for _ in range(passes)]).min(dim=0).values
+
+
+def polyak(target: torch.nn.Module, online: torch.nn.Module, tau: float) -> None:
+    with torch.no_grad():
+        for pt, po in zip(target.parameters(), online.parameters()):
+            pt.mul_(1 - tau).add_(po, alpha=tau)
 
 
 def fit_turn_q(turns: TurnFeatures, rewards: np.ndarray, cfg: FqeConfig, seed: int, columns: slice | None = None) -> TurnQ:
@@ -70,19 +92,17 @@ def fit_turn_q(turns: TurnFeatures, rewards: np.ndarray, cfg: FqeConfig, seed: i
     # the whitened PCA block and the agreement block have different scales
     mean, std = logged.mean(0), logged.std(0).clamp(min=1e-6)
     x_logged, x_target = (logged - mean) / std, (target - mean) / std
-    dialogue = torch.repeat_interleave(torch.arange(len(n_turns)), n_turns)
-    last = torch.cumsum(n_turns, 0) - 1
-    terminal = torch.zeros(t_all, dtype=torch.bool)
-    terminal[last] = True
+    dialogue, turn = turn_positions(n_turns)
+    terminal = turn + 1 == n_turns[dialogue]
     r = torch.as_tensor(rewards, dtype=torch.float32)[dialogue]  # [T, K], used at terminal rows
     nxt = torch.clamp(torch.arange(t_all) + 1, max=t_all - 1)
     counts = mask.sum(1).clamp(min=1)
 
     gen = torch.Generator().manual_seed(seed)
     torch.manual_seed(seed)
-    q = _mlp(x_logged.shape[1], cfg.hidden, k, cfg.dropout)
+    q = QNetwork(x_logged.shape[1], cfg.hidden, k, cfg.dropout)
     with torch.no_grad():  # start at the mean rating: the first bootstrapped targets are then sensible
-        q[-1].bias.copy_(torch.nan_to_num(torch.nanmean(torch.as_tensor(rewards, dtype=torch.float32), 0), nan=0.5))
+        q.net[-1].bias.copy_(torch.nan_to_num(torch.nanmean(torch.as_tensor(rewards, dtype=torch.float32), 0), nan=0.5))
     slow = copy.deepcopy(q)
     opt = torch.optim.Adam(q.parameters(), lr=cfg.lr)
 
@@ -90,12 +110,11 @@ def fit_turn_q(turns: TurnFeatures, rewards: np.ndarray, cfg: FqeConfig, seed: i
         """[T, K] the mean of Q over the target's samples at every state (``passes`` > 0: each
         sample's Q the minimum over that many dropout passes)."""
         flat = x_target.reshape(-1, x_target.shape[-1])
-        with torch.no_grad():
-            if passes:
-                net.train()
-                per = torch.stack([net(flat) for _ in range(passes)]).min(0).values
-            else:
-                net.eval()
+        if passes:
+            per = pessimistic_value(net, flat, passes)
+        else:
+            net.eval()
+            with torch.no_grad():
                 per = net(flat)
         per = per.reshape(t_all, -1, k)
         return (per * mask.unsqueeze(-1)).sum(1) / counts.unsqueeze(-1)
@@ -112,9 +131,7 @@ def fit_turn_q(turns: TurnFeatures, rewards: np.ndarray, cfg: FqeConfig, seed: i
             opt.zero_grad()
             loss.backward()
             opt.step()
-            with torch.no_grad():
-                for ps, pq in zip(slow.parameters(), q.parameters()):
-                    ps.mul_(1 - cfg.tau).add_(pq, alpha=cfg.tau)
+            polyak(slow, q, cfg.tau)
     q.eval()
     with torch.no_grad():
         q_logged = q(x_logged)

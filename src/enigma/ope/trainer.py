@@ -19,10 +19,10 @@ from enigma.ope.diagnostics import evaluate
 from enigma.ope.estimates import effective_sample_size, rating_estimates
 from enigma.ope.exact_nu import solve_exact_nu
 from enigma.ope.features import Features
+from enigma.ope.fqe import TurnQ, fit_turn_q
 from enigma.ope.gda import solve_gda
 from enigma.ope.guards import check_zeta
 from enigma.ope.heads import DiceHeads
-from enigma.ope.fqe import TurnQ, fit_turn_q
 from enigma.ope.value import value_estimates
 from enigma.ope.problem import DiceData
 

@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from enigma.encoders.base import turn_offsets, turn_positions
 from enigma.ope.flow_rows import FlowRows, flow_rows
 from enigma.ope.fqe import TurnQ
 from enigma.ope.heads import DiceHeads, zeta_activation
@@ -100,11 +101,10 @@ def fqe_corrections(rows: FlowRows, turn_q: TurnQ, seen: torch.Tensor) -> torch.
     n = rows.n_dialogues
     lengths = turn_q.n_agent_turns.to(turn_q.logged.device).long()
     t_all = len(turn_q.logged)
-    has_next = torch.ones(t_all, dtype=torch.bool, device=lengths.device)
-    last = torch.cumsum(lengths, 0) - 1
-    has_next[last] = False
-    dialogue = torch.repeat_interleave(torch.arange(n, device=lengths.device), lengths)
-    first = last - lengths + 1
+    dialogue, turn = turn_positions(lengths)
+    has_next = turn + 1 < lengths[dialogue]
+    offsets = turn_offsets(lengths)
+    first, last = offsets[:-1], offsets[1:] - 1
     s = seen.to(turn_q.logged.dtype)  # [N, K]
     q_next = torch.where(has_next.unsqueeze(1), turn_q.target[torch.clamp(torch.arange(t_all, device=lengths.device) + 1, max=t_all - 1)], 0.0)
     real = torch.cat([(q_next - turn_q.logged) * s[dialogue], s[dialogue] * (has_next.unsqueeze(1).to(s.dtype) - 1.0)], 1)
@@ -149,6 +149,6 @@ def value_estimates(heads: DiceHeads, turns: TurnFeatures, data: Any, tmax: int,
 
 def opening_values(turn_q: TurnQ, seen: torch.Tensor) -> np.ndarray:
     """The direct estimate per rating: the target's mean Q at the rated dialogues' first states."""
-    first = torch.cumsum(turn_q.n_agent_turns.long(), 0) - turn_q.n_agent_turns.long()
+    first = turn_offsets(turn_q.n_agent_turns)[:-1]
     s = seen.to(turn_q.target.dtype)
     return ((turn_q.target[first] * s).sum(0) / s.sum(0).clamp(min=1)).cpu().numpy()
