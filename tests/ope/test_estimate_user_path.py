@@ -68,14 +68,16 @@ def test_the_tabular_problem_through_the_cli_is_exact_with_the_default_params(ta
             assert f"{rating}={e:.4f} [{lo:.3f}, {hi:.3f}]" in r.stdout
 
 
-def test_the_doubly_robust_value_through_the_cli_is_exact(tabular_store, tmp_path):
-    """``dice.value: dr`` set in the user's params file: the command reports the doubly robust
-    value (the one in its diagnostics), and on the tabular problem it is the logs' own answer."""
+@pytest.mark.parametrize("q", [{"q_model": "lstd"}, {"q_model": "fqe", "fqe": {"agreement": False}}], ids=["lstd", "fqe"])
+def test_the_doubly_robust_value_through_the_cli_is_exact(tabular_store, tmp_path, q):
+    """``dice.value: dr`` set in the user's params file, with either Q: the command reports the
+    doubly robust value (the one in its diagnostics), and on the tabular problem it is the logs'
+    own answer (zeta is exact there, so any Q gives it)."""
     import yaml
 
     work, t = tabular_store, "soft"
     params = yaml.safe_load(PARAMS.read_text())
-    params["estimators"]["enigma"]["dice"].update(value="dr", q_ridge=0.01, interval_resamples=0)
+    params["estimators"]["enigma"]["dice"].update(value="dr", q_ridge=0.01, interval_resamples=0, **q)
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
     r = enigma("estimate", "--experience", work / "store", f"--target={t}=python:enigma.ope.tabular:{t}", "--encoder", "onehot",
                "--out", tmp_path / "out", "--params", tmp_path / "params.yaml", "--cache-dir", work / "cache", "-q")
@@ -89,6 +91,7 @@ def test_the_doubly_robust_value_through_the_cli_is_exact(tabular_store, tmp_pat
     for rating in RATINGS:
         e = est["targets"][t][rating]["estimate"]
         assert e == values[rating]["dr"] and abs(e - saddle[rating]) < 0.002, (rating, e, values[rating], saddle[rating])
+    assert est["diagnostics"][t]["config"]["q_model"] == q["q_model"]
 
 
 def test_a_run_that_did_not_converge_is_flagged_and_exits_3(tmp_path):
