@@ -89,12 +89,20 @@ def fit_turn_q(turns: TurnFeatures, rewards: np.ndarray, cfg: FqeConfig, seed: i
     mask = turns.sample_mask.cpu().float()
     n_turns = turns.n_agent_turns.cpu().long()
     t_all, k = len(logged), rewards.shape[1]
-    # the whitened PCA block and the agreement block have different scales
-    mean, std = logged.mean(0), logged.std(0).clamp(min=1e-6)
+    # the whitened PCA block and the agreement block have different scales. A column the logs
+    # never vary on (a one-hot pair no logged dialogue took) is left unscaled: dividing by its
+    # ~0 spread put the target's off-support samples a million units out, and bootstrapping from
+    # there diverged (the tabular problem, logs seed 1007: the target.s Q in the thousands, the estimate -40)
+    mean, std = logged.mean(0), logged.std(0)
+    std = torch.where(std > 1e-6, std, torch.ones_like(std))
     x_logged, x_target = (logged - mean) / std, (target - mean) / std
     dialogue, turn = turn_positions(n_turns)
     terminal = turn + 1 == n_turns[dialogue]
     r = torch.as_tensor(rewards, dtype=torch.float32)[dialogue]  # [T, K], used at terminal rows
+    # Q is an expected rating, so it lies in the ratings' range whatever the policy: targets and
+    # outputs are held there, so the network's guess at a pair the logs never took cannot feed
+    # itself through the bootstrapped targets
+    low, high = q_range(rewards)
     nxt = torch.clamp(torch.arange(t_all) + 1, max=t_all - 1)
     counts = mask.sum(1).clamp(min=1)
 
@@ -116,7 +124,7 @@ def fit_turn_q(turns: TurnFeatures, rewards: np.ndarray, cfg: FqeConfig, seed: i
             net.eval()
             with torch.no_grad():
                 per = net(flat)
-        per = per.reshape(t_all, -1, k)
+        per = per.reshape(t_all, -1, k).clamp(low, high)
         return (per * mask.unsqueeze(-1)).sum(1) / counts.unsqueeze(-1)
 
     for _ in range(cfg.epochs):
@@ -134,6 +142,16 @@ def fit_turn_q(turns: TurnFeatures, rewards: np.ndarray, cfg: FqeConfig, seed: i
             polyak(slow, q, cfg.tau)
     q.eval()
     with torch.no_grad():
-        q_logged = q(x_logged)
+        q_logged = q(x_logged).clamp(low, high)
     device = turns.logged.device
     return TurnQ(q_logged.double().to(device), target_mean(q).double().to(device), turns.n_agent_turns)
+
+
+def q_range(rewards: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+    """[K] each rating's lowest and highest observed value (0 and 1 for a rating nobody gave)."""
+    r = torch.as_tensor(rewards, dtype=torch.float32)
+    seen = ~torch.isnan(r)
+    low = torch.where(seen, r, torch.full_like(r, float("inf"))).amin(0)
+    high = torch.where(seen, r, torch.full_like(r, float("-inf"))).amax(0)
+    none = ~seen.any(0)
+    return torch.where(none, torch.zeros_like(low), low), torch.where(none, torch.ones_like(high), high)
