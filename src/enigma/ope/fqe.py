@@ -92,7 +92,7 @@ def fit_turn_q(turns: TurnFeatures, rewards: np.ndarray, cfg: FqeConfig, seed: i
     # the whitened PCA block and the agreement block have different scales. A column the logs
     # never vary on (a one-hot pair no logged dialogue took) is left unscaled: dividing by its
     # ~0 spread put the target's off-support samples a million units out, and bootstrapping from
-    # there diverged (the tabular problem, logs seed 1007: the target.s Q in the thousands, the estimate -40)
+    # there diverged (the tabular problem, logs seed 1007: the target's Q in the thousands, the estimate -40)
     mean, std = logged.mean(0), logged.std(0)
     std = torch.where(std > 1e-6, std, torch.ones_like(std))
     x_logged, x_target = (logged - mean) / std, (target - mean) / std
