@@ -98,11 +98,12 @@ def fit_turn_q(turns: TurnFeatures, rewards: np.ndarray, cfg: FqeConfig, seed: i
     x_logged, x_target = (logged - mean) / std, (target - mean) / std
     dialogue, turn = turn_positions(n_turns)
     terminal = turn + 1 == n_turns[dialogue]
-    r = torch.as_tensor(rewards, dtype=torch.float32)[dialogue]  # [T, K], used at terminal rows
+    ratings = torch.as_tensor(rewards, dtype=torch.float32)  # [N, K], NaN: unrated
+    r = ratings[dialogue]  # [T, K], used at terminal rows
     # Q is an expected rating, so it lies in the ratings' range whatever the policy: targets and
     # outputs are held there, so the network's guess at a pair the logs never took cannot feed
     # itself through the bootstrapped targets
-    low, high = q_range(rewards)
+    low, high = q_range(ratings)
     nxt = torch.clamp(torch.arange(t_all) + 1, max=t_all - 1)
     counts = mask.sum(1).clamp(min=1)
 
@@ -110,7 +111,7 @@ def fit_turn_q(turns: TurnFeatures, rewards: np.ndarray, cfg: FqeConfig, seed: i
     torch.manual_seed(seed)
     q = QNetwork(x_logged.shape[1], cfg.hidden, k, cfg.dropout)
     with torch.no_grad():  # start at the mean rating: the first bootstrapped targets are then sensible
-        q.net[-1].bias.copy_(torch.nan_to_num(torch.nanmean(torch.as_tensor(rewards, dtype=torch.float32), 0), nan=0.5))
+        q.net[-1].bias.copy_(torch.nan_to_num(torch.nanmean(ratings, 0), nan=0.5))
     slow = copy.deepcopy(q)
     opt = torch.optim.Adam(q.parameters(), lr=cfg.lr)
 
@@ -147,11 +148,10 @@ def fit_turn_q(turns: TurnFeatures, rewards: np.ndarray, cfg: FqeConfig, seed: i
     return TurnQ(q_logged.double().to(device), target_mean(q).double().to(device), turns.n_agent_turns)
 
 
-def q_range(rewards: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
-    """[K] each rating's lowest and highest observed value (0 and 1 for a rating nobody gave)."""
-    r = torch.as_tensor(rewards, dtype=torch.float32)
-    seen = ~torch.isnan(r)
-    low = torch.where(seen, r, torch.full_like(r, float("inf"))).amin(0)
-    high = torch.where(seen, r, torch.full_like(r, float("-inf"))).amax(0)
-    none = ~seen.any(0)
+def q_range(ratings: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """[K] each rating's lowest and highest observed value in ``ratings`` [N, K] (NaN: unrated;
+    0 and 1 for a rating nobody gave)."""
+    low = torch.nan_to_num(ratings, nan=float("inf")).amin(0)
+    high = torch.nan_to_num(ratings, nan=float("-inf")).amax(0)
+    none = torch.isinf(low)
     return torch.where(none, torch.zeros_like(low), low), torch.where(none, torch.ones_like(high), high)
