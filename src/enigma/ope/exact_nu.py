@@ -146,7 +146,6 @@ class ZetaProblem:
         # J = diag(zeta') psi; every product with it is taken block by block (FlowRows)
         d_jac = rows.gram("delta", "psi", w * z1)  # delta' W J
         hess = 2 * d_jac.T @ torch.cholesky_solve(d_jac, self.chol) / slots**2
-        hess = hess + scale * cfg.alpha_zeta * f2 / slots * rows.gram("psi", "psi", w * z1 * z1)
         if cfg.normalise:
             if cfg.lambda_per_slot:
                 gap = rows.slot_sums(z) / rows.n_dialogues - 1  # [Tmax]
@@ -157,7 +156,9 @@ class ZetaProblem:
                 mean_jac = rows.rapply("psi", w * z1).unsqueeze(0) / slots
                 q_z = q_z + scale * (lam + mu * gap) / slots
             hess = hess + scale * mu / gap.numel() * mean_jac.T @ mean_jac
-        hess = hess + rows.gram("psi", "psi", w * z2 * q_z)
+        # the penalty's curvature and the activation's are both psi' diag(.) psi: one pass over
+        # the rows for the two (the grams are most of a bootstrap resample's time)
+        hess = hess + rows.gram("psi", "psi", w * (scale * cfg.alpha_zeta * f2 / slots * z1 * z1 + z2 * q_z))
         grad = rows.rapply("psi", w * z1 * q_z)
         return grad, hess
 

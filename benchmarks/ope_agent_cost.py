@@ -1,0 +1,153 @@
+"""Per-agent cost of ENIGMA on a benchmark, this working tree against the code at a git ref,
+paired: for each of the first ``--agents`` held-out agents, one estimate with each code version,
+alternating, each in a fresh process with ``--threads`` torch threads and the machine to itself
+(the issue's budget: seconds per agent on 2 CPU cores). The estimates of the two versions are
+compared too, so a speed change that moves the numbers shows.
+
+    .venv/bin/dvc repro sample@see2019     # the store and target actions, if not there yet
+    .venv/bin/python benchmarks/ope_agent_cost.py see2019 --ref HEAD --agents 6 --tag ope_agent_cost_see2019
+
+Output: benchmarks/results/<tag>.{md,json}: per agent and version the seconds of the whole
+estimate and of its parts (the solve, the fitted Q when there is one, the bootstrap interval),
+their ratio, and the largest difference between the two versions' estimates.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+RESULTS = REPO / "benchmarks" / "results"
+PARTS = {"solve_exact_nu": "solve", "fit_turn_q": "fitted Q", "bootstrap_estimates": "interval"}
+
+
+def worker(benchmark: str, agent: str, params_path: str, threads: int) -> None:
+    """One estimate, timed by parts; prints one JSON line."""
+    import functools
+
+    import torch
+
+    import enigma.ope.trainer as trainer
+    from enigma.estimators import build_estimator
+    from enigma.params import Params
+    from enigma.pipeline.sample import read_targets
+    from enigma.pipeline.store import heldout_agents
+    from enigma.pipeline.train import estimate_agent
+    from enigma.store.experience import ExperienceStore
+
+    torch.set_num_threads(threads)
+    parts: dict[str, float] = {}
+
+    def timed(name: str) -> None:
+        f = getattr(trainer, name)
+
+        @functools.wraps(f)
+        def g(*a, **k):
+            t0 = time.perf_counter()
+            try:
+                return f(*a, **k)
+            finally:
+                parts[PARTS[name]] = parts.get(PARTS[name], 0.0) + time.perf_counter() - t0
+
+        setattr(trainer, name, g)
+
+    for name in PARTS:
+        timed(name)
+    params = Params.load(params_path)
+    b = params.benchmark(benchmark)
+    store = ExperienceStore.open(b.store)
+    if agent not in heldout_agents(b)[0]:
+        raise SystemExit(f"{agent!r} is not a held-out agent of {benchmark}")
+    est = build_estimator("enigma", params)
+    targets = read_targets(b, agent)
+    with tempfile.TemporaryDirectory() as out:
+        t0 = time.perf_counter()
+        rows = estimate_agent(b, est, agent, targets, store, None, out)
+        seconds = time.perf_counter() - t0
+    print(json.dumps({"seconds": seconds, "parts": parts, "estimates": {r["rating"]: r["estimate"] for r in rows}}))
+
+
+def run_one(src: Path, benchmark: str, agent: str, params: Path, threads: int) -> dict:
+    env = dict(os.environ, PYTHONPATH=str(src), OMP_NUM_THREADS=str(threads))
+    out = subprocess.run([sys.executable, __file__, "--worker", benchmark, agent, str(params), str(threads)],
+                         cwd=REPO, env=env, capture_output=True, text=True)
+    if out.returncode:
+        raise SystemExit(f"{agent} with {src}: exit {out.returncode}\n{out.stderr[-3000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "--worker":
+        worker(sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]))
+        return
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("benchmark")
+    ap.add_argument("--ref", default="HEAD", help="the code compared against (a git ref)")
+    ap.add_argument("--agents", type=int, default=6, help="the first this many held-out agents")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--params", type=Path, default=REPO / "params.yaml")
+    ap.add_argument("--tag", required=True)
+    args = ap.parse_args()
+
+    from enigma.params import Params
+    from enigma.pipeline.store import heldout_agents
+
+    agents = heldout_agents(Params.load(args.params).benchmark(args.benchmark))[0][: args.agents]
+    sha = subprocess.run(["git", "rev-parse", "--short", args.ref], cwd=REPO, capture_output=True, text=True, check=True).stdout.strip()
+    rows = []
+    with tempfile.TemporaryDirectory(dir=REPO.parent) as tmp:
+        wt = Path(tmp) / "ref"
+        subprocess.run(["git", "worktree", "add", "--detach", "-q", str(wt), sha], cwd=REPO, check=True)
+        try:
+            for i, agent in enumerate(agents):
+                # alternate which version goes first, so neither always meets a warm or a cold machine
+                order = [("ref", wt / "src"), ("new", REPO / "src")][:: 1 if i % 2 == 0 else -1]
+                got = {name: run_one(src, args.benchmark, agent, args.params, args.threads) for name, src in order}
+                diff = max(abs(got["new"]["estimates"][r] - got["ref"]["estimates"][r]) for r in got["ref"]["estimates"])
+                rows.append({"agent": agent, "ref": got["ref"], "new": got["new"], "max_estimate_diff": diff})
+                print(f"{agent}: ref {got['ref']['seconds']:.1f}s, new {got['new']['seconds']:.1f}s, "
+                      f"largest estimate difference {diff:.2e}", flush=True)
+        finally:
+            subprocess.run(["git", "worktree", "remove", "--force", str(wt)], cwd=REPO, check=False)
+
+    ratio = [r["new"]["seconds"] / r["ref"]["seconds"] for r in rows]
+    summary = {
+        "command": shlex.join([".venv/bin/python", "benchmarks/ope_agent_cost.py", *sys.argv[1:]]),
+        "ref": sha, "threads": args.threads, "agents": rows,
+        "median_seconds": {v: float(np.median([r[v]["seconds"] for r in rows])) for v in ("ref", "new")},
+        "max_seconds": {v: float(np.max([r[v]["seconds"] for r in rows])) for v in ("ref", "new")},
+        "median_ratio": float(np.median(ratio)), "max_estimate_diff": float(max(r["max_estimate_diff"] for r in rows)),
+    }
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / f"{args.tag}.json").write_text(json.dumps(summary, indent=1) + "\n")
+    names = list(PARTS.values())
+    lines = [f"# ENIGMA's cost per agent on {args.benchmark}: this tree against {sha}, paired", "", f"`{summary['command']}`", "",
+             f"{len(rows)} held-out agents, one estimate each with each version, alternating, in a fresh process with "
+             f"{args.threads} torch thread(s) and the machine to itself; seconds of the estimate (the parts: "
+             f"{', '.join(names)}).", "",
+             f"**Median {summary['median_seconds']['new']:.1f} s against {summary['median_seconds']['ref']:.1f} s "
+             f"(new / ref {summary['median_ratio']:.2f}); the slowest agent {summary['max_seconds']['new']:.1f} s against "
+             f"{summary['max_seconds']['ref']:.1f} s.** Largest difference between the versions' estimates: "
+             f"{summary['max_estimate_diff']:.1e}.", "",
+             "| agent | ref s | new s | new / ref | " + " | ".join(f"{n} ref / new" for n in names) + " |",
+             "|---|---|---|---|" + "---|" * len(names)]
+    for r in rows:
+        cells = [f"{r['ref']['parts'].get(n, 0):.1f} / {r['new']['parts'].get(n, 0):.1f}" for n in names]
+        lines.append(f"| {r['agent']} | {r['ref']['seconds']:.1f} | {r['new']['seconds']:.1f} | "
+                     f"{r['new']['seconds'] / r['ref']['seconds']:.2f} | " + " | ".join(cells) + " |")
+    (RESULTS / f"{args.tag}.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
