@@ -107,7 +107,9 @@ class Estimator(Protocol):
     ``experience`` never contains the held-out agent's rated dialogues. ``estimate`` returns an
     ``EstimateResult`` with one value per rating name of the experience (on the normalised
     [0, 1] scale). ``fingerprint()`` is a stable text of every setting that changes the result:
-    a saved result is reused only while it (and the data) are unchanged.
+    a saved result is reused only while it (and the data) are unchanged. An optional integer
+    ``numerics`` (1 when absent) is the version of the estimator's numbers: a code change that
+    moves them bumps it, so saved results are recomputed.
     """
 
     name: str

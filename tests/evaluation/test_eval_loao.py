@@ -109,6 +109,21 @@ def test_resume_skips_finished_work_and_reruns_on_change(tmp_path, store):
     assert results.read_results(tmp_path)["estimate"].notna().all()
 
 
+def test_a_new_numerics_version_reruns_saved_results(tmp_path, store):
+    """Results are reused by settings, so a code change that moves an estimator's numbers bumps
+    its ``numerics``; version 1 is the same as none, so results saved before versions stay valid."""
+    est = RecordingMean()
+    loao.run_loao(store, [est], _sources(store), results_dir=tmp_path, progress=False)
+    est.numerics = 1
+    loao.run_loao(store, [est], _sources(store), results_dir=tmp_path, progress=False)
+    assert len(est.calls) == 6  # reused
+    est.numerics = 2
+    loao.run_loao(store, [est], _sources(store), results_dir=tmp_path, progress=False)
+    assert len(est.calls) == 12  # every agent recomputed with the new code
+    loao.run_loao(store, [est], _sources(store), results_dir=tmp_path, progress=False)
+    assert len(est.calls) == 12  # and reused from then on
+
+
 class Failing(RecordingMean):
     attempts: list[str]
 

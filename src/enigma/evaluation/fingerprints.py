@@ -53,8 +53,12 @@ def target_fingerprint(target: HeldOutAgent) -> str:
 
 
 def estimator_fingerprint(estimator: Estimator) -> str:
-    """The estimator's name, regimes and ``fingerprint()`` (its settings), digested."""
-    return hashlib.sha256(f"{estimator.name}|{regime_names(estimator)}|{estimator.fingerprint()}".encode()).hexdigest()[:16]
+    """The estimator's name, regimes, ``fingerprint()`` (its settings) and the version of its
+    numbers (``numerics``, bumped by a code change that moves them), digested. Version 1 adds
+    nothing, so results saved before estimators had a version stay valid."""
+    numerics = getattr(estimator, "numerics", 1)
+    version = "" if numerics == 1 else f"|numerics={numerics}"
+    return hashlib.sha256(f"{estimator.name}|{regime_names(estimator)}|{estimator.fingerprint()}{version}".encode()).hexdigest()[:16]
 
 
 def result_fingerprint(experience: ExperienceStore, estimator: Estimator, target: HeldOutAgent) -> str:
