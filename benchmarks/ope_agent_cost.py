@@ -1,11 +1,12 @@
-"""Per-agent cost of ENIGMA on a benchmark, this working tree against the code at a git ref,
-paired: for each of the first ``--agents`` held-out agents, one estimate with each code version,
-alternating, each in a fresh process with ``--threads`` torch threads and the machine to itself
+"""Per-agent cost of ENIGMA on a benchmark, this working tree against the code at a git ref
+(with ``--dice``: this tree's arm with these overrides of ``estimators.enigma.dice``), paired: for each of the first ``--agents`` held-out agents, one
+estimate with each version, alternating, each in a fresh process with ``--threads`` torch threads and the machine to itself
 (the issue's budget: seconds per agent on 2 CPU cores). The estimates of the two versions are
 compared too, so a speed change that moves the numbers shows.
 
     .venv/bin/dvc repro sample@see2019     # the store and target actions, if not there yet
     .venv/bin/python benchmarks/ope_agent_cost.py see2019 --ref HEAD --agents 6 --tag ope_agent_cost_see2019
+    .venv/bin/python benchmarks/ope_agent_cost.py see2019 --dice '{"q_model": "fqe"}' --tag ope_fqe_cost_see2019
 
 Output: benchmarks/results/<tag>.{md,json}: per agent and version the seconds of the whole
 estimate and of its parts (the solve, the fitted Q when there is one, the bootstrap interval),
@@ -25,6 +26,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "benchmarks" / "results"
@@ -96,6 +98,7 @@ def main() -> None:
     ap.add_argument("--agents", type=int, default=6, help="the first this many held-out agents")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--params", type=Path, default=REPO / "params.yaml")
+    ap.add_argument("--dice", default=None, metavar="JSON", help="this tree's arm: overrides of estimators.enigma.dice")
     ap.add_argument("--tag", required=True)
     args = ap.parse_args()
 
@@ -107,12 +110,20 @@ def main() -> None:
     rows = []
     with tempfile.TemporaryDirectory(dir=REPO.parent) as tmp:
         wt = Path(tmp) / "ref"
+        new_params = args.params
+        if args.dice:
+            base = yaml.safe_load(args.params.read_text())
+            enigma = base["estimators"]["enigma"]
+            enigma["dice"] = {**enigma["dice"], **json.loads(args.dice)}
+            new_params = Path(tmp) / "params.yaml"
+            new_params.write_text(yaml.safe_dump(base, sort_keys=False))
         subprocess.run(["git", "worktree", "add", "--detach", "-q", str(wt), sha], cwd=REPO, check=True)
         try:
             for i, agent in enumerate(agents):
                 # alternate which version goes first, so neither always meets a warm or a cold machine
                 order = [("ref", wt / "src"), ("new", REPO / "src")][:: 1 if i % 2 == 0 else -1]
-                got = {name: run_one(src, args.benchmark, agent, args.params, args.threads) for name, src in order}
+                got = {name: run_one(src, args.benchmark, agent, args.params if name == "ref" else new_params, args.threads)
+                       for name, src in order}
                 diff = max(abs(got["new"]["estimates"][r] - got["ref"]["estimates"][r]) for r in got["ref"]["estimates"])
                 rows.append({"agent": agent, "ref": got["ref"], "new": got["new"], "max_estimate_diff": diff})
                 print(f"{agent}: ref {got['ref']['seconds']:.1f}s, new {got['new']['seconds']:.1f}s, "
@@ -123,7 +134,8 @@ def main() -> None:
     ratio = [r["new"]["seconds"] / r["ref"]["seconds"] for r in rows]
     summary = {
         "command": shlex.join([".venv/bin/python", "benchmarks/ope_agent_cost.py", *sys.argv[1:]]),
-        "ref": sha, "threads": args.threads, "agents": rows,
+        "ref": sha, "dice_overrides": json.loads(args.dice) if args.dice else None, "threads": args.threads,
+        "agents": rows,
         "median_seconds": {v: float(np.median([r[v]["seconds"] for r in rows])) for v in ("ref", "new")},
         "max_seconds": {v: float(np.max([r[v]["seconds"] for r in rows])) for v in ("ref", "new")},
         "median_ratio": float(np.median(ratio)), "max_estimate_diff": float(max(r["max_estimate_diff"] for r in rows)),
@@ -131,7 +143,9 @@ def main() -> None:
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / f"{args.tag}.json").write_text(json.dumps(summary, indent=1) + "\n")
     names = list(PARTS.values())
-    lines = [f"# ENIGMA's cost per agent on {args.benchmark}: this tree against {sha}, paired", "", f"`{summary['command']}`", "",
+    arm = f"this tree with `{args.dice}`" if args.dice else "this tree"
+    lines = [f"# ENIGMA's cost per agent on {args.benchmark}: {arm} against {sha}, paired", "",
+             f"`{summary['command']}`", "",
              f"{len(rows)} held-out agents, one estimate each with each version, alternating, in a fresh process with "
              f"{args.threads} torch thread(s) and the machine to itself; seconds of the estimate (the parts: "
              f"{', '.join(names)}).", "",
