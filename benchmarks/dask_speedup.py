@@ -55,12 +55,12 @@ def main() -> None:
     import yaml
     from distributed import Client, LocalCluster
 
-    from enigma.params import Params
+    from bench_params import with_dice
+    from enigma.params import Params, load_yaml
     from enigma.pipeline.store import heldout_agents
 
     sys.path.insert(0, str(REPO))  # the workers unpickle one_agent by module name
-    base_params = yaml.safe_load((REPO / "params.yaml").read_text())
-    base_params["estimators"]["enigma"]["dice"].update(json.loads(args.dice))
+    base_params = with_dice(load_yaml(REPO / "params.yaml"), json.loads(args.dice))
     agents, _ = heldout_agents(Params.load(REPO / "params.yaml").benchmark(args.benchmark))
     rows = []
     for n in args.workers:

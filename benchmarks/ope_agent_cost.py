@@ -102,7 +102,8 @@ def main() -> None:
     ap.add_argument("--tag", required=True)
     args = ap.parse_args()
 
-    from enigma.params import Params
+    from bench_params import with_dice
+    from enigma.params import Params, load_yaml
     from enigma.pipeline.store import heldout_agents
 
     agents = heldout_agents(Params.load(args.params).benchmark(args.benchmark))[0][: args.agents]
@@ -112,11 +113,8 @@ def main() -> None:
         wt = Path(tmp) / "ref"
         new_params = args.params
         if args.dice:
-            base = yaml.safe_load(args.params.read_text())
-            enigma = base["estimators"]["enigma"]
-            enigma["dice"] = {**enigma["dice"], **json.loads(args.dice)}
             new_params = Path(tmp) / "params.yaml"
-            new_params.write_text(yaml.safe_dump(base, sort_keys=False))
+            new_params.write_text(yaml.safe_dump(with_dice(load_yaml(args.params), json.loads(args.dice)), sort_keys=False))
         subprocess.run(["git", "worktree", "add", "--detach", "-q", str(wt), sha], cwd=REPO, check=True)
         try:
             for i, agent in enumerate(agents):

@@ -71,6 +71,7 @@ def main() -> None:
     from enigma.evaluation.correlation import paired_difference, score_estimator
     from enigma.evaluation.results import read_results
     from enigma.evaluation.truth import read_truth, truth_wide
+    from bench_params import with_dice
     from enigma.params import Params
     from enigma.pipeline.train import warm_embeddings
 
@@ -86,9 +87,7 @@ def main() -> None:
     for name, overrides in rows:
         d = work / (name if targets_of[name] == args.benchmark else f"{name}@{targets_of[name]}")
         d.mkdir(parents=True, exist_ok=True)
-        enigma = base["estimators"]["enigma"]
-        params = dict(base, estimators=dict(base["estimators"], enigma=dict(enigma, dice=dict(enigma["dice"], **overrides))))
-        (d / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+        (d / "params.yaml").write_text(yaml.safe_dump(with_dice(base, overrides), sort_keys=False))
         jobs.append((name, str(d / "params.yaml"), str(d / "results")))
     # every text into the shared embedding cache once, before the rows' processes read it
     params = Params.load(args.params)

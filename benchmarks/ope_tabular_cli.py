@@ -31,6 +31,7 @@ from pathlib import Path
 import yaml
 
 from enigma.ope.tabular import RATINGS, certainty_equivalence_value, reference_problem, write_jsonl
+from bench_params import with_dice
 from enigma.store.experience import ExperienceStore
 
 REPO = Path(__file__).resolve().parents[1]
@@ -48,10 +49,8 @@ def enigma(*args: str, cwd: Path) -> str:
 def run_row(name, overrides, base, work, store, problem, args, log_seed) -> list[dict]:
     import pyarrow.parquet as pq
 
-    enigma_entry = base["estimators"]["enigma"]
-    params = dict(base, estimators=dict(base["estimators"], enigma=dict(enigma_entry, dice=dict(enigma_entry["dice"], **overrides))))
     params_path = work / f"params-{name}.yaml"
-    params_path.write_text(yaml.safe_dump(params))
+    params_path.write_text(yaml.safe_dump(with_dice(base, overrides)))
     specs = [f"--target={t}=python:enigma.ope.tabular:{t}" for t in args.targets]
     t0 = time.perf_counter()
     enigma(

@@ -1,0 +1,13 @@
+"""The benchmarks' params rows (benchmarks/bench_params.py)."""
+
+from __future__ import annotations
+
+from benchmarks.bench_params import with_dice
+
+
+def test_with_dice_overrides_one_estimators_settings_and_leaves_the_mapping_alone():
+    base = {"shared": {"seed": 0}, "estimators": {"enigma": {"dice": {"q_model": "lstd", "fqe": {"epochs": 20}}}, "other": {"dice": {}}}}
+    got = with_dice(base, {"q_model": "fqe", "fqe": {"agreement": False}})
+    assert got["estimators"]["enigma"]["dice"] == {"q_model": "fqe", "fqe": {"agreement": False}}  # keys replaced whole
+    assert base["estimators"]["enigma"]["dice"] == {"q_model": "lstd", "fqe": {"epochs": 20}}
+    assert got["estimators"]["other"] == {"dice": {}} and got["shared"] == {"seed": 0}
