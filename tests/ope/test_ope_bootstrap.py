@@ -73,3 +73,57 @@ def test_over_fresh_logs_the_interval_covers_the_exact_value_about_as_often_as_i
     # 48 intervals at nominal 95%: at least 40 (a zero-width or a badly biased interval covers
     # almost none); the full measurement is benchmarks/results/interval_coverage_tabular.md
     assert sum(covered) >= 40, f"{sum(covered)} of {len(covered)} intervals hold the exact value"
+
+
+def test_a_resample_held_as_its_distinct_dialogues_with_their_counts_refits_as_its_copies():
+    """The bootstrap refits a resample on its distinct dialogues weighted by their draws
+    (``TurnFeatures.resample``) instead of copies of their rows: the same solution, the same
+    values (both Qs) and the same weighted estimate, at about 63% of the rows."""
+    import copy
+
+    from enigma.ope.bootstrap import subset, zeta_last
+    from enigma.ope.estimates import rating_estimates
+    from enigma.ope.exact_nu import fit_exact_nu
+    from enigma.ope.fqe import TurnQ
+    from enigma.ope.turns import TurnFeatures, resample_counts
+    from enigma.ope.value import value_estimates
+    from test_ope_value import _data, _features
+
+    torch.set_num_threads(1)
+    problem = reference_problem()
+    store = problem.logs(400, seed=7)
+    ta = target_actions(store, problem.targets["soft"], 2, seed=1)
+    cfg = _cfg(interval_resamples=0, tmax=4)
+    est = EnigmaEstimator(cfg, progress=False)
+    run = est.estimate_full(store, HeldOutAgent("soft", target_actions=ta)).runs["all"]
+    logged, target = _features(est, store, ta)
+    data = _data(store, ta)
+    turns = TurnFeatures.from_dense(logged, target, data.sample_mask, data.n_agent_turns)
+    gen = torch.Generator().manual_seed(0)
+    q_logged = torch.rand(len(turns.logged), len(RATINGS), generator=gen)
+    turn_q = TurnQ(q_logged, q_logged + 0.1 * torch.rand(q_logged.shape, generator=gen), turns.n_agent_turns)
+
+    idx = torch.as_tensor(resample_indices(400, 1, seed=11)[0])
+    unique, counts = resample_counts(idx)
+    assert counts.max() > 1 and len(unique) < 0.7 * len(idx)  # a real resample: repeats, fewer rows
+    copies, weighted = turns.select(idx), turns.resample(unique, counts)
+    data_copies, data_weighted = subset(data, idx.numpy()), subset(data, unique.numpy())
+    fits = [fit_exact_nu(copy.deepcopy(run.heads), t, d, cfg, progress=False, warm_mu=run.solver["mu"], warn=False)
+            for t, d in ((copies, data_copies), (weighted, data_weighted))]
+    (h_c, curve_c, sum_c), (h_w, curve_w, sum_w) = fits
+    assert sum_w["iterations"] == sum_c["iterations"] and sum_c["converged"]
+    for a, b in zip(h_c.parameters(), h_w.parameters()):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)  # stored in float32
+    for key in ("zeta_mean", "ess", "flow_residual", "estimate_match", "estimate_short"):
+        assert curve_w[-1][key] == pytest.approx(curve_c[-1][key], rel=1e-9), key
+    for q_c, q_w in ((None, None), (turn_q.select(idx), turn_q.select(unique))):
+        v_c = value_estimates(h_c, copies, data_copies, cfg.tmax, cfg.q_ridge, q_c)
+        v_w = value_estimates(h_w, weighted, data_weighted, cfg.tmax, cfg.q_ridge, q_w)
+        for r in RATINGS:
+            for k in ("weighted", "q", "dr"):
+                assert v_w[r][k] == pytest.approx(v_c[r][k], abs=1e-7), (r, k, q_c is None)
+    e_c = rating_estimates(zeta_last(h_c, copies), data_copies.rewards, RATINGS)
+    e_w = rating_estimates(zeta_last(h_w, weighted), data_weighted.rewards, RATINGS, counts.numpy())
+    for r in RATINGS:
+        for k in ("estimate", "unnormalised", "ess", "n"):
+            assert e_w[r][k] == pytest.approx(e_c[r][k], rel=1e-6), (r, k)

@@ -121,7 +121,8 @@ class ZetaProblem:
         flow = g @ c_inv_g
         f = flow / (4 * cfg.alpha_nu) + cfg.alpha_zeta * (w * penalty(zeta, cfg.zeta_penalty)).sum() / self.slots
         if self.reward is not None:
-            f = f - cfg.alpha_r * (zeta[self.rows.last] * self.reward).mean()
+            last = self.rows.last
+            f = f - cfg.alpha_r * (w[last] * zeta[last] * self.reward).sum() / self.rows.n_dialogues
         means = self.means(zeta)
         if cfg.normalise:
             gap = means - 1
@@ -141,7 +142,7 @@ class ZetaProblem:
         c_inv_g = torch.cholesky_solve(g.unsqueeze(1), self.chol).squeeze(1)
         f1, f2 = (2 * z, 2.0) if cfg.zeta_penalty == "square" else (z, 1.0)
         q_z = 2 * rows.apply("delta", c_inv_g) / slots + scale * cfg.alpha_zeta * f1 / slots
-        if self.reward is not None:  # the last turns are real rows, of weight 1
+        if self.reward is not None:  # per unit weight, as every q_z: the rows' weights multiply it below
             q_z[rows.last] -= scale * cfg.alpha_r * self.reward / rows.n_dialogues
         # J = diag(zeta') psi; every product with it is taken block by block (FlowRows)
         d_jac = rows.gram("delta", "psi", w * z1)  # delta' W J
@@ -326,17 +327,18 @@ def _row(step: int, outer: int, theta: torch.Tensor, grad_max: float, lam: torch
     with torch.no_grad():
         _, zeta, c_inv_g, flow, _ = problem.parts(theta, lam, mu)
     last = zeta[rows.last].cpu().numpy()
+    counts = rows.weight[rows.last].cpu().numpy()
     u_pad = (-c_inv_g / (2 * cfg.alpha_nu))[-cfg.tmax :].cpu().numpy()
     zeta_mean = float((rows.weight * zeta).sum()) / rows.n_slots
     f = float(flow) / (4 * cfg.alpha_nu) + cfg.alpha_zeta * float((rows.weight * penalty(zeta, cfg.zeta_penalty)).sum()) / rows.n_slots
     row: dict[str, Any] = {"step": step, "outer": outer, "loss": -f, "zeta_mean": zeta_mean, "lambda": -float(lam.mean())}
-    row["ess"] = effective_sample_size(last)
-    row["ess_share"] = row["ess"] / max(len(last), 1)
+    row["ess"] = effective_sample_size(last, counts)
+    row["ess_share"] = row["ess"] / max(rows.n_dialogues, 1)
     for j, m in enumerate((rows.slot_sums(zeta) / rows.n_dialogues).cpu().numpy()):
         row[f"zeta_slot_{j}"] = float(m)
     for j in range(1, len(u_pad)):
         row[f"nu_pad_{j}"] = float(u_pad[j] - u_pad[0])
-    for name, e in rating_estimates(last, data.rewards, data.rating_names).items():
+    for name, e in rating_estimates(last, data.rewards, data.rating_names, counts).items():
         row[f"estimate_{name}"] = e["estimate"]
     row["grad_max"] = grad_max
     row["flow_residual"] = math.sqrt(max(float(flow), 0.0))

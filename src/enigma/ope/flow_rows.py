@@ -16,6 +16,10 @@ coordinates only, and the few *edge* rows (each dialogue's last turn, whose succ
 slot, and the ``Tmax`` pseudo rows) with all ``D``. Products with the basis are computed block by
 block: memory and time grow with the turns times ``d``, not times ``Tmax`` (dialogues of 300 turns
 need ``Tmax`` 301).
+
+A dialogue counted ``c`` times (``TurnFeatures.counts``: a bootstrap resample held as its distinct
+dialogues) gives its real rows weight ``c`` and ``c`` to the pseudo rows it pads, and
+``n_dialogues`` counts it ``c`` times: every sum is the one of the dialogue repeated ``c`` times.
 """
 
 from __future__ import annotations
@@ -33,7 +37,8 @@ class FlowRows:
     basis at the logged action (features, bias, one coordinate per pseudo slot) and ``psi'`` at the
     successor (the target's reply at a real slot, ``t + 1`` cyclic) minus ``psi``, the inner rows
     first. ``weight`` [R]; ``slot`` [R] the slot position; ``last`` [N] the row of each dialogue's
-    last agent turn (rows numbered inner then edge)."""
+    last agent turn (rows numbered inner then edge); ``n_dialogues`` the dialogues counted with
+    their counts (``weight[last]``)."""
 
     inner_psi: torch.Tensor
     inner_delta: torch.Tensor
@@ -138,6 +143,8 @@ def _build(turns: TurnFeatures, tmax: int) -> FlowRows:
     lengths = turns.n_agent_turns.to(device).long()
     dialogue, turn = turns.positions()
     eye = torch.eye(tmax, dtype=dt, device=device)
+    counts = torch.ones(n, dtype=dt, device=device) if turns.counts is None else turns.counts.to(device=device, dtype=dt)
+    total = int(round(float(counts.sum())))
 
     # real rows: slot turn + 1; the successor of a turn is the next turn (the next row) with the
     # target's reply, or after the last turn the pseudo slot turn + 2 (slot 0 when the chain wraps)
@@ -157,13 +164,13 @@ def _build(turns: TurnFeatures, tmax: int) -> FlowRows:
     pad_psi = torch.zeros(tmax, width, dtype=dt, device=device)
     pad_psi[:, d + 1 :] = eye
     pad_succ = torch.zeros_like(pad_psi)
-    pad_succ[0, :d] = target_mean[turn == 0].mean(0)
+    pad_succ[0, :d] = (counts.unsqueeze(1) * target_mean[turn == 0]).sum(0) / total
     pad_succ[0, d] = 1.0
     pad_succ[1:, d + 1 :] = eye[(torch.arange(1, tmax, device=device) + 1) % tmax]
     # dialogues shorter than t, per slot t: n minus those with at least t agent turns
-    longer = torch.bincount(lengths, minlength=tmax)[:tmax].flip(0).cumsum(0).flip(0)
-    pad_weight = (n - longer).to(dt)
-    pad_weight[0] = n
+    longer = torch.bincount(lengths, weights=counts, minlength=tmax)[:tmax].flip(0).cumsum(0).flip(0)
+    pad_weight = (total - longer).to(dt)
+    pad_weight[0] = total
 
     n_inner = int(inner.sum())
     return FlowRows(
@@ -171,9 +178,9 @@ def _build(turns: TurnFeatures, tmax: int) -> FlowRows:
         inner_delta=delta[inner],
         edge_psi=torch.cat([edge_psi, pad_psi]),
         edge_delta=torch.cat([edge_delta, pad_succ - pad_psi]),
-        weight=torch.cat([torch.ones(len(turn), dtype=dt, device=device), pad_weight]),
+        weight=torch.cat([counts[dialogue[inner]], counts[dialogue[last]], pad_weight]),
         slot=torch.cat([turn[inner] + 1, turn[last] + 1, torch.arange(tmax, device=device)]),
         last=n_inner + torch.arange(n, device=device),
-        n_dialogues=n,
+        n_dialogues=total,
         tmax=tmax,
     )

@@ -99,6 +99,7 @@ def fqe_corrections(rows: FlowRows, turn_q: TurnQ, seen: torch.Tensor) -> torch.
     dialogue): its corrections cancel but at slot 0, so the denominator is ``zeta_0`` times the
     rated dialogues, the one-per-cycle it estimates."""
     n = rows.n_dialogues
+    counts = rows.weight[rows.last].unsqueeze(1).to(turn_q.target.dtype)  # each dialogue's count (a weighted resample)
     lengths = turn_q.n_agent_turns.to(turn_q.logged.device).long()
     t_all = len(turn_q.logged)
     dialogue, turn = turn_positions(lengths)
@@ -110,8 +111,8 @@ def fqe_corrections(rows: FlowRows, turn_q: TurnQ, seen: torch.Tensor) -> torch.
     real = torch.cat([(q_next - turn_q.logged) * s[dialogue], s[dialogue] * (has_next.unsqueeze(1).to(s.dtype) - 1.0)], 1)
     pads = real.new_zeros((rows.tmax, real.shape[1]))
     k = s.shape[1]
-    pads[0, :k] = (turn_q.target[first] * s).sum(0) / n
-    pads[0, k:] = s.sum(0) / n
+    pads[0, :k] = (counts * turn_q.target[first] * s).sum(0) / n
+    pads[0, k:] = (counts * s).sum(0) / n
     return torch.cat([real[has_next], real[last], pads]).to(rows.weight)
 
 
@@ -142,13 +143,16 @@ def value_estimates(heads: DiceHeads, turns: TurnFeatures, data: Any, tmax: int,
         else:
             seen = torch.as_tensor(~np.isnan(data.rewards), device=rows.weight.device)
             correction = fqe_corrections(rows, turn_q, seen)
-            q = opening_values(turn_q, seen)
+            q = opening_values(turn_q, seen, rows.weight[rows.last])
         values = {"weighted": ratio_values(rows, zeta, b, None), "q": q, "dr": ratio_values(rows, zeta, b, correction)}
     return {name: {v: float(values[v][j]) for v in VALUES} for j, name in enumerate(data.rating_names)}
 
 
-def opening_values(turn_q: TurnQ, seen: torch.Tensor) -> np.ndarray:
-    """The direct estimate per rating: the target's mean Q at the rated dialogues' first states."""
+def opening_values(turn_q: TurnQ, seen: torch.Tensor, counts: torch.Tensor | None = None) -> np.ndarray:
+    """The direct estimate per rating: the target's mean Q at the rated dialogues' first states
+    (each counted ``counts`` times: a weighted resample)."""
     first = turn_offsets(turn_q.n_agent_turns)[:-1]
     s = seen.to(turn_q.target.dtype)
+    if counts is not None:
+        s = s * counts.to(s).unsqueeze(1)
     return ((turn_q.target[first] * s).sum(0) / s.sum(0).clamp(min=1)).cpu().numpy()
