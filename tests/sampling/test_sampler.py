@@ -52,6 +52,10 @@ def test_rerun_makes_no_agent_calls(tmp_path):
     assert second.select(["dialog_id", "turn_index", "sample_index", "text"]).equals(
         first.select(["dialog_id", "turn_index", "sample_index", "text"])
     )
+    # the file a rerun writes is the same file: DVC hashes it, so how a run went (cache hits,
+    # seconds) stays out of it and the stages after sampling are not rerun for nothing
+    assert second.equals(first) and second.schema.metadata == first.schema.metadata
+    assert b'"n_states"' in first.schema.metadata[b"enigma.sampling.stats"]
     # a new seed is a new sample
     T.CountingAgent.calls = 0
     run_sampling(store, "python:tests.agents.toy_agents:counting", agent=agent, n_samples=2, seed=1,

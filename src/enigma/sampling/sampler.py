@@ -60,6 +60,11 @@ class SamplingAborted(AgentUnavailable):
     """Too many consecutive failures: the agent looks down. What was sampled is on disk."""
 
 
+# how one run went (cache hits, calls sent and failed, time): logged and returned, kept out of the
+# written table (its `error` column says which samples failed)
+RUN_ONLY = ("n_cached", "n_called", "n_failed", "seconds")
+
+
 @dataclass
 class SamplingStats:
     agent_fingerprint: str
@@ -80,6 +85,11 @@ class SamplingStats:
         d = asdict(self)
         d["calls_per_second"] = round(self.calls_per_second, 3)
         return d
+
+    def of_the_sample(self) -> dict[str, Any]:
+        """What was sampled, not how this run went: the same for a rerun from the cache, so a
+        file that carries it is a function of its inputs (DVC hashes the sample stage's files)."""
+        return {k: v for k, v in asdict(self).items() if k not in RUN_ONLY}
 
 
 @dataclass(frozen=True)
@@ -175,8 +185,9 @@ def sample_targets(store: ExperienceStore | str | Path, agent_spec: str, **optio
 
     Returns one row per (dialog_id, turn_index, sample_index) with the columns of
     ``OUTPUT_SCHEMA``; ``text`` is null and ``error`` says why where a sample failed. The
-    schema metadata carries the spec, the fingerprint, the run's statistics and, for the
-    transcript stand-ins, the approximation label.
+    schema metadata carries the spec, the fingerprint, what was sampled (``SamplingStats.of_the_sample``:
+    states and calls; not this run's cache hits, failures or time) and, for the transcript stand-ins,
+    the approximation label.
     """
     return run_sampling(store, agent_spec, **options)[0]
 
@@ -354,7 +365,7 @@ def run_sampling(
     meta = {
         "enigma.sampling.spec": agent_spec,
         "enigma.sampling.agent_fingerprint": fp,
-        "enigma.sampling.stats": json.dumps(stats.as_dict()),
+        "enigma.sampling.stats": json.dumps(stats.of_the_sample()),
     }
     if label:
         meta["enigma.sampling.approximation"] = label
