@@ -7,6 +7,7 @@ compared too, so a speed change that moves the numbers shows.
     .venv/bin/dvc repro sample@see2019     # the store and target actions, if not there yet
     .venv/bin/python benchmarks/ope_agent_cost.py see2019 --ref HEAD --agents 6 --tag ope_agent_cost_see2019
     .venv/bin/python benchmarks/ope_agent_cost.py see2019 --dice '{"q_model": "fqe"}' --tag ope_fqe_cost_see2019
+    .venv/bin/python benchmarks/ope_agent_cost.py see2019 --ref HEAD~1 --dice '{"q_model": "fqe"}' --dice-both --tag T
 
 Output: benchmarks/results/<tag>.{md,json}: per agent and version the seconds of the whole
 estimate and of its parts (the solve, the fitted Q when there is one, the bootstrap interval),
@@ -76,7 +77,8 @@ def worker(benchmark: str, agent: str, params_path: str, threads: int) -> None:
         t0 = time.perf_counter()
         rows = estimate_agent(b, est, agent, targets, store, None, out)
         seconds = time.perf_counter() - t0
-    print(json.dumps({"seconds": seconds, "parts": parts, "estimates": {r["rating"]: r["estimate"] for r in rows}}))
+    print(json.dumps({"seconds": seconds, "parts": parts, "estimates": {r["rating"]: r["estimate"] for r in rows},
+                      "intervals": {r["rating"]: [r.get("interval_low"), r.get("interval_high")] for r in rows}}))
 
 
 def run_one(src: Path, benchmark: str, agent: str, params: Path, threads: int) -> dict:
@@ -99,6 +101,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--params", type=Path, default=REPO / "params.yaml")
     ap.add_argument("--dice", default=None, metavar="JSON", help="this tree's arm: overrides of estimators.enigma.dice")
+    ap.add_argument("--dice-both", action="store_true", help="the --dice overrides in the ref's arm too (the same settings, two versions of the code)")
     ap.add_argument("--tag", required=True)
     args = ap.parse_args()
 
@@ -115,15 +118,19 @@ def main() -> None:
         if args.dice:
             new_params = Path(tmp) / "params.yaml"
             new_params.write_text(yaml.safe_dump(with_dice(load_yaml(args.params), json.loads(args.dice)), sort_keys=False))
+        ref_params = new_params if args.dice_both else args.params
         subprocess.run(["git", "worktree", "add", "--detach", "-q", str(wt), sha], cwd=REPO, check=True)
         try:
             for i, agent in enumerate(agents):
                 # alternate which version goes first, so neither always meets a warm or a cold machine
                 order = [("ref", wt / "src"), ("new", REPO / "src")][:: 1 if i % 2 == 0 else -1]
-                got = {name: run_one(src, args.benchmark, agent, args.params if name == "ref" else new_params, args.threads)
+                got = {name: run_one(src, args.benchmark, agent, ref_params if name == "ref" else new_params, args.threads)
                        for name, src in order}
                 diff = max(abs(got["new"]["estimates"][r] - got["ref"]["estimates"][r]) for r in got["ref"]["estimates"])
-                rows.append({"agent": agent, "ref": got["ref"], "new": got["new"], "max_estimate_diff": diff})
+                ends = [abs(a - b) for r in got["ref"]["intervals"]
+                        for a, b in zip(got["new"]["intervals"][r], got["ref"]["intervals"][r]) if a is not None and b is not None]
+                rows.append({"agent": agent, "ref": got["ref"], "new": got["new"], "max_estimate_diff": diff,
+                             "max_interval_end_diff": max(ends) if ends else None})
                 print(f"{agent}: ref {got['ref']['seconds']:.1f}s, new {got['new']['seconds']:.1f}s, "
                       f"largest estimate difference {diff:.2e}", flush=True)
         finally:
@@ -132,17 +139,19 @@ def main() -> None:
     ratio = [r["new"]["seconds"] / r["ref"]["seconds"] for r in rows]
     summary = {
         "command": shlex.join([".venv/bin/python", "benchmarks/ope_agent_cost.py", *sys.argv[1:]]),
-        "ref": sha, "dice_overrides": json.loads(args.dice) if args.dice else None, "threads": args.threads,
+        "ref": sha, "dice_overrides": json.loads(args.dice) if args.dice else None, "dice_both": args.dice_both,
+        "threads": args.threads,
         "agents": rows,
         "median_seconds": {v: float(np.median([r[v]["seconds"] for r in rows])) for v in ("ref", "new")},
         "max_seconds": {v: float(np.max([r[v]["seconds"] for r in rows])) for v in ("ref", "new")},
         "median_ratio": float(np.median(ratio)), "max_estimate_diff": float(max(r["max_estimate_diff"] for r in rows)),
+        "max_interval_end_diff": max((r["max_interval_end_diff"] for r in rows if r["max_interval_end_diff"] is not None), default=None),
     }
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / f"{args.tag}.json").write_text(json.dumps(summary, indent=1) + "\n")
     names = list(PARTS.values())
     arm = f"this tree with `{args.dice}`" if args.dice else "this tree"
-    lines = [f"# ENIGMA's cost per agent on {args.benchmark}: {arm} against {sha}, paired", "",
+    lines = [f"# ENIGMA's cost per agent on {args.benchmark}: {arm} against {sha}{' with the same settings' if args.dice_both else ''}, paired", "",
              f"`{summary['command']}`", "",
              f"{len(rows)} held-out agents, one estimate each with each version, alternating, in a fresh process with "
              f"{args.threads} torch thread(s) and the machine to itself; seconds of the estimate (the parts: "
@@ -150,7 +159,9 @@ def main() -> None:
              f"**Median {summary['median_seconds']['new']:.1f} s against {summary['median_seconds']['ref']:.1f} s "
              f"(new / ref {summary['median_ratio']:.2f}); the slowest agent {summary['max_seconds']['new']:.1f} s against "
              f"{summary['max_seconds']['ref']:.1f} s.** Largest difference between the versions' estimates: "
-             f"{summary['max_estimate_diff']:.1e}.", "",
+             f"{summary['max_estimate_diff']:.1e}"
+             + (f"; between their interval ends: {summary['max_interval_end_diff']:.1e}." if summary["max_interval_end_diff"] is not None else ".")
+             + "", "",
              "| agent | ref s | new s | new / ref | " + " | ".join(f"{n} ref / new" for n in names) + " |",
              "|---|---|---|---|" + "---|" * len(names)]
     for r in rows:
