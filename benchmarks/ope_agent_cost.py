@@ -106,6 +106,7 @@ def main() -> None:
     args = ap.parse_args()
 
     from bench_params import with_dice
+    from provenance import code_version
     from enigma.params import Params, load_yaml
     from enigma.pipeline.store import heldout_agents
 
@@ -139,7 +140,7 @@ def main() -> None:
     ratio = [r["new"]["seconds"] / r["ref"]["seconds"] for r in rows]
     summary = {
         "command": shlex.join([".venv/bin/python", "benchmarks/ope_agent_cost.py", *sys.argv[1:]]),
-        "ref": sha, "dice_overrides": json.loads(args.dice) if args.dice else None, "dice_both": args.dice_both,
+        "code": code_version(), "ref": sha, "dice_overrides": json.loads(args.dice) if args.dice else None, "dice_both": args.dice_both,
         "threads": args.threads,
         "agents": rows,
         "median_seconds": {v: float(np.median([r[v]["seconds"] for r in rows])) for v in ("ref", "new")},
@@ -152,7 +153,7 @@ def main() -> None:
     names = list(PARTS.values())
     arm = f"this tree with `{args.dice}`" if args.dice else "this tree"
     lines = [f"# ENIGMA's cost per agent on {args.benchmark}: {arm} against {sha}{' with the same settings' if args.dice_both else ''}, paired", "",
-             f"`{summary['command']}`", "",
+             f"`{summary['command']}` (this tree: {summary['code']})", "",
              f"{len(rows)} held-out agents, one estimate each with each version, alternating, in a fresh process with "
              f"{args.threads} torch thread(s) and the machine to itself; seconds of the estimate (the parts: "
              f"{', '.join(names)}).", "",

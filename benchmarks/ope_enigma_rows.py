@@ -143,7 +143,10 @@ def main() -> None:
     shown = ([("committed", info["committed"]["overrides"])] if args.committed else []) + rows
 
     cmd = shlex.join([".venv/bin/python", "benchmarks/ope_enigma_rows.py", *sys.argv[1:]])
-    lines = [f"# ENIGMA settings on {args.benchmark}, leave-one-agent-out, paired", "", f"`{cmd}`", "",
+    from provenance import code_version
+
+    code = code_version()
+    lines = [f"# ENIGMA settings on {args.benchmark}, leave-one-agent-out, paired", "", f"`{cmd}` (code: {code})", "",
              f"Rows: params.yaml's `estimators.enigma.dice` plus the overrides; {len(scores[ref].agents)} held-out agents; "
              "1000 bootstrap resamples of the agents (seed 0), the same for every row.", "",
              "| row | target actions of | overrides | mean Pearson [95% CI] | mean Spearman | reward Pearson | reward Spearman | mean spread ratio | converged | s/agent |",
@@ -165,7 +168,7 @@ def main() -> None:
             if p:
                 lines.append(f"- {name} minus {ref}, mean {st}: {p['difference']:+.3f} [{p['ci95'][0]:+.3f}, {p['ci95'][1]:+.3f}]")
     RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / f"{args.tag}.json").write_text(json.dumps({"reproduce": cmd, "rows": info}, indent=1, default=float) + "\n")
+    (RESULTS / f"{args.tag}.json").write_text(json.dumps({"reproduce": cmd, "code": code, "rows": info}, indent=1, default=float) + "\n")
     (RESULTS / f"{args.tag}.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
