@@ -72,6 +72,7 @@ def main() -> None:
     from enigma.evaluation.results import read_results
     from enigma.evaluation.truth import read_truth, truth_wide
     from bench_params import with_dice
+    from provenance import code_version
     from enigma.params import Params
     from enigma.pipeline.train import warm_embeddings
 
@@ -143,8 +144,6 @@ def main() -> None:
     shown = ([("committed", info["committed"]["overrides"])] if args.committed else []) + rows
 
     cmd = shlex.join([".venv/bin/python", "benchmarks/ope_enigma_rows.py", *sys.argv[1:]])
-    from provenance import code_version
-
     code = code_version()
     lines = [f"# ENIGMA settings on {args.benchmark}, leave-one-agent-out, paired", "", f"`{cmd}` (code: {code})", "",
              f"Rows: params.yaml's `estimators.enigma.dice` plus the overrides; {len(scores[ref].agents)} held-out agents; "

@@ -327,7 +327,7 @@ def _row(step: int, outer: int, theta: torch.Tensor, grad_max: float, lam: torch
     with torch.no_grad():
         _, zeta, c_inv_g, flow, _ = problem.parts(theta, lam, mu)
     last = zeta[rows.last].cpu().numpy()
-    counts = rows.weight[rows.last].cpu().numpy()
+    counts = rows.counts.cpu().numpy()
     u_pad = (-c_inv_g / (2 * cfg.alpha_nu))[-cfg.tmax :].cpu().numpy()
     zeta_mean = float((rows.weight * zeta).sum()) / rows.n_slots
     f = float(flow) / (4 * cfg.alpha_nu) + cfg.alpha_zeta * float((rows.weight * penalty(zeta, cfg.zeta_penalty)).sum()) / rows.n_slots

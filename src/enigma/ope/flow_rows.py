@@ -38,7 +38,7 @@ class FlowRows:
     successor (the target's reply at a real slot, ``t + 1`` cyclic) minus ``psi``, the inner rows
     first. ``weight`` [R]; ``slot`` [R] the slot position; ``last`` [N] the row of each dialogue's
     last agent turn (rows numbered inner then edge); ``n_dialogues`` the dialogues counted with
-    their counts (``weight[last]``)."""
+    their ``counts``."""
 
     inner_psi: torch.Tensor
     inner_delta: torch.Tensor
@@ -53,6 +53,11 @@ class FlowRows:
     @property
     def n_slots(self) -> int:
         return self.n_dialogues * self.tmax
+
+    @property
+    def counts(self) -> torch.Tensor:
+        """[N] how many times each dialogue counts (1 but in a weighted resample): the weight of its last row."""
+        return self.weight[self.last]
 
     @property
     def n_rows(self) -> int:

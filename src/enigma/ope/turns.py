@@ -11,8 +11,8 @@ the code that works on padded batches (gradient descent-ascent, the final pass).
 
 A bootstrap resample draws about 63% of the dialogues, many of them twice or more. Held as
 ``select(index)`` it copies a repeated dialogue's rows, and every pass of the solver over the rows
-pays for each copy; held as ``resample(index)`` it keeps each drawn dialogue once with how many
-times it was drawn (``counts``), and ``FlowRows`` weighs its rows by that: the same sums over
+pays for each copy; held as ``resample(*resample_counts(index))`` it keeps each drawn dialogue once
+with how many times it was drawn (``counts``), and ``FlowRows`` weighs its rows by that: the same sums over
 about 63% of the rows.
 """
 

@@ -99,7 +99,7 @@ def fqe_corrections(rows: FlowRows, turn_q: TurnQ, seen: torch.Tensor) -> torch.
     dialogue): its corrections cancel but at slot 0, so the denominator is ``zeta_0`` times the
     rated dialogues, the one-per-cycle it estimates."""
     n = rows.n_dialogues
-    counts = rows.weight[rows.last].unsqueeze(1).to(turn_q.target.dtype)  # each dialogue's count (a weighted resample)
+    counts = rows.counts.unsqueeze(1).to(turn_q.target.dtype)
     lengths = turn_q.n_agent_turns.to(turn_q.logged.device).long()
     t_all = len(turn_q.logged)
     dialogue, turn = turn_positions(lengths)
@@ -143,7 +143,7 @@ def value_estimates(heads: DiceHeads, turns: TurnFeatures, data: Any, tmax: int,
         else:
             seen = torch.as_tensor(~np.isnan(data.rewards), device=rows.weight.device)
             correction = fqe_corrections(rows, turn_q, seen)
-            q = opening_values(turn_q, seen, rows.weight[rows.last])
+            q = opening_values(turn_q, seen, rows.counts)
         values = {"weighted": ratio_values(rows, zeta, b, None), "q": q, "dr": ratio_values(rows, zeta, b, correction)}
     return {name: {v: float(values[v][j]) for v in VALUES} for j, name in enumerate(data.rating_names)}
 
