@@ -4,6 +4,7 @@ dvc.yaml runs, on a tiny benchmark."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 from typer.testing import CliRunner
@@ -136,3 +137,27 @@ def test_a_result_file_of_an_estimator_no_longer_listed_is_not_reported(workspac
     s = json.loads((workspace["report"] / "summary.json").read_text())
     assert sorted(s["estimators"]) == ["experience-mean"]  # the reply-length files stay on disk, unreported
     assert (workspace["data"] / "results" / "reply-length%5Breplies-at-logged-states%5D").is_dir()
+
+
+def test_one_estimator_left_to_run_is_shared_by_the_workers_with_the_numbers_of_one(workspace):
+    """The train stage deals each estimator's agents into one share per worker: every agent gets
+    exactly one result, and the numbers are those of a single worker running them all."""
+    data = workspace["data"]
+    workspace["cfg"]["benchmarks"]["tiny"]["estimators"] = ["enigma"]
+    write_params(workspace)
+    for s in ("store", "rollouts", "sample"):
+        _ok(stage(workspace, s, "tiny"))
+
+    def estimates(workers: int) -> dict[str, list[float]]:
+        workspace["cfg"]["pipeline"]["max_workers"] = workers
+        write_params(workspace)
+        out = _ok(stage(workspace, "train", "tiny"))
+        assert f"1 estimators x 5 agents, {workers} at a time" in out or workers == 1
+        files = sorted((data / "results" / "enigma").glob("*.json"))
+        got = {f.stem: [r["estimate"] for r in json.loads(f.read_text())["rows"]] for f in files}
+        shutil.rmtree(data / "results")
+        return got
+
+    shared = estimates(2)
+    assert sorted(shared) == [f"a{k}" for k in range(1, 6)]
+    assert shared == estimates(1)

@@ -3,11 +3,13 @@ held-out agent, through the one scoring path (``enigma.evaluation.loao.evaluate_
 ``<data>/<name>/results`` (``results_full``). Each (estimator, agent) result file is written as
 it finishes and reused while its inputs are unchanged, so an interrupted stage resumes.
 
-``pipeline.max_workers`` estimators run at a time, each in its own process with one torch thread
-(on 2 cores, two torch threads per process ran several times slower:
-benchmarks/results/ope_speed.md), after one shared encode step that puts every text of the store,
-the rollouts and the sampled replies into the embedding cache, so that the workers never encode
-the same text twice.
+``pipeline.max_workers`` processes run at a time, each with one torch thread (on 2 cores, two torch
+threads per process ran several times slower: benchmarks/results/ope_speed.md), after one shared
+encode step that puts every text of the store, the rollouts and the sampled replies into the
+embedding cache, so that the workers never encode the same text twice. Each estimator's agents
+are dealt into one share per worker: when one estimator is all that needs recomputing (a changed
+setting; the others' results are reused), every worker runs a share of it instead of one worker
+running it all.
 """
 
 from __future__ import annotations
@@ -50,11 +52,11 @@ def estimate_agent(b: Benchmark, est, agent_id: str, targets, store, rollouts, r
 
 
 def train_estimator(b: Benchmark, params: Params, name: str, full: bool = False, progress: bool = False,
-                    results_dir=None) -> int:
+                    results_dir=None, share: tuple[int, int] = (0, 1)) -> int:
     """Every held-out agent with one estimator (built once: its encoder is reused), into the
     benchmark's results folder (or ``results_dir``); returns how many (estimator, agent) runs
-    failed. A failure (e.g. a diverged run) is written as the agent's result, so the report
-    lists it and the next run retries it."""
+    failed. ``share=(i, n)``: only every n-th agent from the i-th. A failure (e.g. a diverged
+    run) is written as the agent's result, so the report lists it and the next run retries it."""
     from tqdm.auto import tqdm
 
     from enigma.estimators import build_estimator
@@ -63,6 +65,8 @@ def train_estimator(b: Benchmark, params: Params, name: str, full: bool = False,
 
     store = ExperienceStore.open(b.store)
     agents, _ = heldout_agents(b)
+    index, count = share
+    agents = agents[index::count]
     rollouts = ExperienceStore.open(b.rollouts) if b.rollouts is not None else None
     results_dir = results_dir or b.results_dir(full)
     est = build_estimator(name, params)
@@ -124,7 +128,7 @@ def train(b: Benchmark, params: Params, full: bool = False, progress: bool = Fal
     agents, left_out = heldout_agents(b)
     if left_out:
         say(f"experience only (not held out: no rollouts to act them): {', '.join(left_out)}")
-    workers = min(params.pipeline.max_workers, len(names))
+    workers = params.pipeline.max_workers
     t0 = time.perf_counter()
     if workers <= 1:
         failures = sum(train_estimator(b, params, n, full, progress) for n in names)
@@ -136,7 +140,8 @@ def train(b: Benchmark, params: Params, full: bool = False, progress: bool = Fal
         # spawn: a forked child would inherit torch's thread pool state from the parent
         with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
                                  initializer=_one_torch_thread) as pool:
-            futures = [pool.submit(train_estimator, b, params, n, full, False) for n in names]
+            futures = [pool.submit(train_estimator, b, params, n, full, False, None, (i, workers))
+                       for n in names for i in range(workers)]
             failures = sum(f.result() for f in futures)
     say(f"{b.name}: trained {len(names)} estimator(s) in {time.perf_counter() - t0:.0f}s -> {b.results_dir(full)}")
     if failures:
