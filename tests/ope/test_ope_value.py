@@ -4,6 +4,7 @@ certainty-equivalence value and the doubly robust value is right with either par
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -211,3 +212,32 @@ def test_fitted_q_stays_a_rating_where_the_target_leaves_the_logs():
     for r in RATINGS:
         assert abs(out.estimates[r]["estimate"] - exact[r]) < 0.05, (r, values[r], exact[r])
         assert 0.0 <= values[r]["q"] <= 1.0, (r, values[r])
+
+
+def test_the_fitted_q_can_read_its_own_projection_of_the_text_vectors():
+    """``fqe.project_dim``: the Q reads its own PCA of the pair's vectors, not the heads' columns.
+    On the text path (one-hot vectors handed to a frozen encoder) the heads keep every column, so
+    zeta is exact and the doubly robust value stays the certainty-equivalence value whatever the
+    Q reads; the Q's own value moves when it reads a 3-dimensional projection; and the setting
+    is part of a saved result's fingerprint only when it is set."""
+    from enigma.encoders.onehot import OneHotPairEncoder
+
+    torch.set_num_threads(1)
+    mdp, store = _problem(2500, seed=2)
+    policy = _targets(mdp)[1]
+    ta = target_actions(store, policy, n_samples=2, seed=0)
+    ce = certainty_equivalence_value(store, ta)
+    base = DiceConfig.preset("exact_nu", encoder="frozen", tmax=3, device="cpu", value="dr", q_model="fqe",
+                             fqe={"epochs": 5})
+    narrow = base.model_copy(update={"fqe": base.fqe.model_copy(update={"project_dim": 3})})
+
+    def run(cfg):
+        out = EnigmaEstimator(cfg, encoder=OneHotPairEncoder(), progress=False).estimate_full(store, HeldOutAgent(policy.name, target_actions=ta))
+        return out.runs["all"].solver["values"]
+
+    wide, small = run(base), run(narrow)
+    for r in RATINGS:
+        assert abs(small[r]["dr"] - ce[r]) < 0.002, (r, small[r], ce[r])
+    assert max(abs(small[r]["q"] - wide[r]["q"]) for r in RATINGS) > 1e-3
+    assert "project_dim" not in json.loads(EnigmaEstimator(base).fingerprint())["dice"]["fqe"]  # results saved before it stay valid
+    assert EnigmaEstimator(narrow).fingerprint() != EnigmaEstimator(base).fingerprint()

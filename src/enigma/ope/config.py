@@ -19,6 +19,7 @@ INTERVAL_FIELDS = frozenset({"interval_resamples", "interval_level", "interval_t
 VALUE_DEFAULTS = {"value": "weighted", "q_ridge": 1e-6}
 RANDOM_FEATURE_DEFAULTS = {"random_features": 0, "random_features_scale": 1.0}
 Q_MODEL_FIELDS = frozenset({"q_model", "fqe"})  # left out of a fingerprint while q_model is lstd or the value weighted
+FQE_DEFAULTS = {"project_dim": None}  # fqe fields left out of a fingerprint at these values (results saved before them stay valid)
 
 
 class FqeConfig(BaseModel):
@@ -35,6 +36,7 @@ class FqeConfig(BaseModel):
     tau: float = Field(0.01, gt=0, le=1, description="Polyak step of the slow copy that gives the Bellman targets")
     agreement: bool = Field(False, description="the Q reads the agreement block too (false: the pair's text features only; true lost 0.37 on See 2019)")
     pessimism_passes: int = Field(0, ge=0, description="Bellman targets: the min over this many dropout passes (the comparator's 5); 0 = the mean network")
+    project_dim: int | None = Field(None, ge=1, description="frozen encoders: the Q reads its own whitened PCA of the pair's text vectors to this many dims (at or above their width: the vectors themselves); null: the heads' text columns")
 
 
 class DiceConfig(BaseModel):

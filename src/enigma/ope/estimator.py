@@ -22,7 +22,7 @@ import torch
 from enigma.contracts import EstimateResult, HeldOutAgent, Regime, Turn
 from enigma.encoders.base import DialogueActions, PairEncoder
 from enigma.encoders.config import EncodeConfig
-from enigma.ope.config import INTERVAL_FIELDS, Q_MODEL_FIELDS, RANDOM_FEATURE_DEFAULTS, VALUE_DEFAULTS, DiceConfig
+from enigma.ope.config import FQE_DEFAULTS, INTERVAL_FIELDS, Q_MODEL_FIELDS, RANDOM_FEATURE_DEFAULTS, VALUE_DEFAULTS, DiceConfig
 from enigma.ope.padding import check_tmax
 from enigma.ope.problem import DiceData
 from enigma.ope.trainer import DiceRun, train_dice
@@ -254,7 +254,11 @@ class EnigmaEstimator:
             skip |= set(RANDOM_FEATURE_DEFAULTS)
         if self.config.q_model == "lstd" or self.config.value == "weighted":  # the weighted value reads no Q
             skip |= Q_MODEL_FIELDS
-        return json.dumps({"dice": self.config.model_dump(mode="json", exclude=skip),
+        exclude: dict = dict.fromkeys(skip, True)
+        fqe_at_default = {k for k, v in FQE_DEFAULTS.items() if getattr(self.config.fqe, k) == v}
+        if "fqe" not in skip and fqe_at_default:
+            exclude["fqe"] = fqe_at_default
+        return json.dumps({"dice": self.config.model_dump(mode="json", exclude=exclude),
                            "encoder": encoder_settings(self.config, self.encode)}, sort_keys=True)
 
     def encoder(self) -> PairEncoder:

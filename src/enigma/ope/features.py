@@ -79,6 +79,7 @@ class Features:
         self.trainable = any(p.requires_grad for p in encoder.parameters())
         self.autocast = device.type == "cuda" and self.trainable
         self.turns: TurnFeatures | None = None
+        self.q_turns: TurnFeatures | None = None  # the fqe Q's own text features (fqe.project_dim), else None
         self.dim = encoder.dim
         # the leading columns that describe the pair's text (not the agreement block, not random features)
         self.text_dim = encoder.dim - getattr(encoder, "passthrough_dim", 0)
@@ -102,8 +103,14 @@ class Features:
             pos += len(lg)
         mask = data.sample_mask[turn_mask(self.n_agent_turns, self.k_max)].to(self.device)
         keep = getattr(self.encoder, "passthrough_dim", 0)  # trailing features the PCA leaves alone
-        if cfg.project_dim and cfg.project_dim < self.dim - keep:
-            cut = self.dim - keep
+        cut = self.dim - keep
+        q_dim = cfg.fqe.project_dim if cfg.q_model == "fqe" and cfg.encoder != "onehot" else None
+        if q_dim:
+            # the Q's own view of the pair's text, wider than the heads' (an MLP can use it; the
+            # linear heads gained nothing from 128 dims): taken before the heads' PCA frees the vectors
+            q_buf = buf[:, :cut] if q_dim >= cut else pca_projection(buf[:, :cut], q_dim, cfg.seed)
+            self.q_turns = TurnFeatures(q_buf[:t_all], q_buf[t_all:].view(t_all, s, -1), mask, self.n_agent_turns.to(self.device))
+        if cfg.project_dim and cfg.project_dim < cut:
             projected = buf.new_empty((len(buf), cfg.project_dim + keep))
             projected[:, : cfg.project_dim] = pca_projection(buf[:, :cut], cfg.project_dim, cfg.seed)
             projected[:, cfg.project_dim :] = buf[:, cut:]

@@ -104,8 +104,11 @@ def add_values(run: DiceRun, feats: Features, data: DiceData, cfg: DiceConfig) -
         return None
     turn_q = None
     if cfg.q_model == "fqe":
-        columns = None if cfg.fqe.agreement else slice(0, feats.text_dim)
-        turn_q = fit_turn_q(feats.turns, data.rewards, cfg.fqe, cfg.seed, columns=columns)
+        if feats.q_turns is not None:  # fqe.project_dim: its own text features, no agreement block
+            turn_q = fit_turn_q(feats.q_turns, data.rewards, cfg.fqe, cfg.seed)
+        else:
+            columns = None if cfg.fqe.agreement else slice(0, feats.text_dim)
+            turn_q = fit_turn_q(feats.turns, data.rewards, cfg.fqe, cfg.seed, columns=columns)
     values = value_estimates(run.heads, feats.turns, data, cfg.tmax, cfg.q_ridge, turn_q)
     run.solver["values"] = values
     if cfg.value != "weighted":  # weighted is the final pass's own estimate already
