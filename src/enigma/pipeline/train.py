@@ -140,7 +140,7 @@ def train(b: Benchmark, params: Params, full: bool = False, progress: bool = Fal
         # spawn: a forked child would inherit torch's thread pool state from the parent
         with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
                                  initializer=_one_torch_thread) as pool:
-            futures = [pool.submit(train_estimator, b, params, n, full, False, None, (i, workers))
+            futures = [pool.submit(train_estimator, b, params, n, full, share=(i, workers))
                        for n in names for i in range(workers)]
             failures = sum(f.result() for f in futures)
     say(f"{b.name}: trained {len(names)} estimator(s) in {time.perf_counter() - t0:.0f}s -> {b.results_dir(full)}")
