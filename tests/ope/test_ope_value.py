@@ -14,6 +14,7 @@ import torch
 from enigma.contracts import HeldOutAgent
 from enigma.ope import DiceConfig, EnigmaEstimator
 from enigma.ope.flow_rows import flow_rows
+from enigma.ope.estimates import rating_estimates
 from enigma.ope.tabular import RATINGS, certainty_equivalence_value, target_actions
 from enigma.ope.fqe import TurnQ
 from enigma.ope.value import fit_q, fqe_corrections, ratio_values, reward_columns, value_estimates, zeta_rows
@@ -81,8 +82,33 @@ def test_dice_value_picks_the_reported_estimate_and_its_interval(fitted):
         low, high = out.intervals[r]
         assert low <= values[r]["dr"] <= high
     assert EnigmaEstimator(dr_cfg).fingerprint() != EnigmaEstimator(cfg).fingerprint()
-    with pytest.raises(ValueError, match="linear heads"):
-        DiceConfig.preset("default", value="dr", head_hidden=64)
+    with pytest.raises(ValueError, match="fixed features"):
+        DiceConfig.preset("default", value="dr", encoder="finetune")
+
+
+@pytest.mark.parametrize("slot_normalise", [False, True])
+def test_nonlinear_zeta_heads_get_the_doubly_robust_value(slot_normalise):
+    """Gradient descent-ascent with an MLP zeta head (``head_hidden`` > 0) through the estimator:
+    zeta at the value's rows is the one the final pass reads (so ``weighted`` is the run's own
+    estimate, slot normalisation included). A short run leaves zeta far from the ratio; the LSTD
+    Q, exact on one-hot features, puts the doubly robust value on the certainty-equivalence value
+    all the same."""
+    torch.set_num_threads(1)
+    mdp, store = _problem(2500, seed=2)
+    policy = _targets(mdp)[1]
+    ta = target_actions(store, policy, n_samples=2, seed=0)
+    ce = certainty_equivalence_value(store, ta)
+    cfg = DiceConfig.preset("default", encoder="onehot", head_hidden=16, tmax=3, steps=150, lr=1.0, log_every=50, device="cpu",
+                            value="dr", q_model="lstd", slot_normalise=slot_normalise)
+    out = EnigmaEstimator(cfg, progress=False).estimate_full(store, HeldOutAgent(policy.name, target_actions=ta))
+    run = out.runs["all"]
+    values = run.solver["values"]
+    final_pass = rating_estimates(run.zeta_last, _data(store, ta).rewards, list(RATINGS))
+    for r in RATINGS:
+        assert values[r]["weighted"] == pytest.approx(final_pass[r]["estimate"], abs=1e-6)
+        assert out.estimates[r]["estimate"] == values[r]["dr"]
+        assert abs(values[r]["dr"] - ce[r]) < 0.002, (r, values[r], ce[r])
+    assert max(abs(values[r]["weighted"] - ce[r]) for r in RATINGS) > 0.1  # the short run's zeta alone is far off
 
 
 def _features(est, store, ta):

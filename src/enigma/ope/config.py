@@ -74,7 +74,7 @@ class DiceConfig(BaseModel):
 
     # ---- which value is reported (enigma/ope/value.py): the zeta-weighted reward (the paper's),
     # a Q function fitted by LSTD alone, or the two combined, doubly robust. All three are
-    # computed for linear heads on fixed features and kept in the diagnostics.
+    # computed for every run on fixed features (linear heads or not) and kept in the diagnostics.
     value: Literal["weighted", "q", "dr"] = "weighted"
     q_ridge: float = Field(1e-6, ge=0, description="Tikhonov weight on the Q fit's coefficients, relative to E[psi^2]")
     # the Q of the q and dr values: lstd (linear, nu's basis, q_ridge) or fqe (an MLP fitted by
@@ -160,8 +160,8 @@ class DiceConfig(BaseModel):
                 raise ValueError("solver exact_nu needs " + "; ".join(missing))
         if self.random_features and self.encoder == "finetune":
             raise ValueError("random_features are computed once from fixed features: they need encoder frozen (or onehot)")
-        if self.value != "weighted" and (self.head_hidden or self.encoder == "finetune"):
-            raise ValueError(f"value {self.value!r} fits Q on nu's basis: it needs linear heads (head_hidden: 0) on fixed features")
+        if self.value != "weighted" and self.encoder == "finetune":
+            raise ValueError(f"value {self.value!r} fits its Q once on the turns' features: it needs fixed features (encoder frozen or onehot)")
         if self.interval_resamples and self.solver != "exact_nu":
             raise ValueError(
                 "interval_resamples > 0 needs solver exact_nu (each resample is refitted from the full fit's "

@@ -97,10 +97,10 @@ def train_dice(
 
 
 def add_values(run: DiceRun, feats: Features, data: DiceData, cfg: DiceConfig) -> TurnQ | None:
-    """The value three ways (``enigma.ope.value``) into the diagnostics, for linear heads on fixed
+    """The value three ways (``enigma.ope.value``) into the diagnostics, for heads on fixed
     features; ``dice.value`` picks the one reported as each rating's estimate. Returns the fitted
     Q at the real turns when ``dice.q_model`` is fqe (the bootstrap keeps it)."""
-    if feats.turns is None or cfg.head_hidden:
+    if feats.turns is None:
         return None
     turn_q = None
     if cfg.q_model == "fqe":
@@ -109,7 +109,7 @@ def add_values(run: DiceRun, feats: Features, data: DiceData, cfg: DiceConfig) -
         else:
             columns = None if cfg.fqe.agreement else slice(0, feats.text_dim)
             turn_q = fit_turn_q(feats.turns, data.rewards, cfg.fqe, cfg.seed, columns=columns)
-    values = value_estimates(run.heads, feats.turns, data, cfg.tmax, cfg.q_ridge, turn_q)
+    values = value_estimates(run.heads, feats.turns, data, cfg.tmax, cfg.q_ridge, turn_q, cfg.slot_normalise)
     run.solver["values"] = values
     if cfg.value != "weighted":  # weighted is the final pass's own estimate already
         for name, v in values.items():

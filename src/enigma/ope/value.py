@@ -42,12 +42,31 @@ from enigma.ope.turns import TurnFeatures
 VALUES = ("weighted", "q", "dr")
 
 
-def zeta_rows(heads: DiceHeads, rows: FlowRows) -> torch.Tensor:
-    """zeta at every row, for linear heads: ``psi`` is laid out as zeta's parameters are."""
-    theta = torch.cat([
-        heads.zeta_net[-1].weight.reshape(-1), heads.zeta_net[-1].bias.reshape(-1), heads.zeta_pad_raw.reshape(-1),
-    ]).to(rows.weight)
-    return zeta_activation(rows.apply("psi", theta), heads.activation)
+def zeta_rows(heads: DiceHeads, rows: FlowRows, turns: TurnFeatures | None = None, slot_normalise: bool = False) -> torch.Tensor:
+    """zeta at every row. A linear head is read through ``psi``, which is laid out as its
+    parameters are (float64 throughout); a nonlinear one (``head_hidden`` > 0, gradient
+    descent-ascent) at the logged features of the real turns ``turns`` the rows were built from,
+    in the rows' order (the inner turns, then each dialogue's last), the pseudo rows taking its
+    per-slot scalars. ``slot_normalise`` divides by the mean per slot position, as the solver
+    and its final pass do (``dice.slot_normalise``)."""
+    if len(heads.zeta_net) == 1:
+        theta = torch.cat([
+            heads.zeta_net[-1].weight.reshape(-1), heads.zeta_net[-1].bias.reshape(-1), heads.zeta_pad_raw.reshape(-1),
+        ]).to(rows.weight)
+        zeta = zeta_activation(rows.apply("psi", theta), heads.activation)
+    else:
+        if turns is None:
+            raise ValueError("zeta_rows: a nonlinear zeta head is read at the turns' features; pass the turns the rows were built from")
+        param = heads.zeta_pad_raw
+        dialogue, turn = turns.positions()
+        inner = turn + 1 < turns.n_agent_turns.to(turn.device)[dialogue]
+        at_turns = heads.zeta(turns.logged.to(device=param.device, dtype=param.dtype)).to(rows.weight)
+        inner = inner.to(at_turns.device)
+        zeta = torch.cat([at_turns[inner], at_turns[~inner], heads.zeta_pad().to(rows.weight)])
+    if slot_normalise:
+        per_slot = rows.slot_sums(zeta) / rows.slot_sums(torch.ones_like(zeta)).clamp(min=1e-300)
+        zeta = zeta / per_slot[rows.slot].clamp(min=1e-12)
+    return zeta
 
 
 def reward_columns(rows: FlowRows, rewards: np.ndarray) -> torch.Tensor:
@@ -127,12 +146,13 @@ def ratio_values(rows: FlowRows, zeta: torch.Tensor, b: torch.Tensor, correction
 
 
 def value_estimates(heads: DiceHeads, turns: TurnFeatures, data: Any, tmax: int, ridge: float,
-                    turn_q: TurnQ | None = None) -> dict[str, dict[str, float]]:
-    """``{rating: {"weighted", "q", "dr"}}`` for linear heads on fixed features; the Q of ``q`` and
-    ``dr`` is ``turn_q`` when given (``dice.q_model: fqe``), else the LSTD fit on nu's basis."""
+                    turn_q: TurnQ | None = None, slot_normalise: bool = False) -> dict[str, dict[str, float]]:
+    """``{rating: {"weighted", "q", "dr"}}`` for heads (linear or not) on fixed features; the Q of
+    ``q`` and ``dr`` is ``turn_q`` when given (``dice.q_model: fqe``), else the LSTD fit on nu's
+    basis (the basis, not the heads: it needs no linear head)."""
     rows = flow_rows(turns, tmax)
     with torch.no_grad():
-        zeta = zeta_rows(heads, rows)
+        zeta = zeta_rows(heads, rows, turns, slot_normalise)
         b = reward_columns(rows, data.rewards)
         ones = torch.ones_like(zeta)
         if turn_q is None:
