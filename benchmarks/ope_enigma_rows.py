@@ -150,14 +150,19 @@ def main() -> None:
              "1000 bootstrap resamples of the agents (seed 0), the same for every row.", "",
              "| row | target actions of | overrides | mean Pearson [95% CI] | mean Spearman | reward Pearson | reward Spearman | mean spread ratio | converged | s/agent |",
              "|---|---|---|---|---|---|---|---|---|---|"]
+    def num(v, spec: str = ".3f") -> str:  # a row whose every agent failed has no scores
+        return "n/a" if v is None or v != v else format(v, spec)
+
     for name, overrides in shown:
         x = info[name]
-        ci = x["mean_pearson_ci95"]
+        ci = x["mean_pearson_ci95"] or (None, None)
         conv = "n/a" if x["converged"] is None else f"{x['converged']}/{x['agents']}"
-        secs = "n/a" if x["seconds_per_agent"] is None else f"{x['seconds_per_agent']:.1f}"
+        if x.get("failed_agents"):
+            conv += f" ({x['failed_agents']} failed)"
         lines.append(
-            f"| {name} | {x.get('targets', 'n/a')} | `{json.dumps(overrides)}` | {x['mean_pearson']:.3f} [{ci[0]:.3f}, {ci[1]:.3f}] | {x['mean_spearman']:.3f} | "
-            f"{x['reward_pearson']:.3f} | {x['reward_spearman']:.3f} | {x['mean_spread_ratio']:.2f} | {conv} | {secs} |"
+            f"| {name} | {x.get('targets', 'n/a')} | `{json.dumps(overrides)}` | {num(x['mean_pearson'])} [{num(ci[0])}, {num(ci[1])}] | "
+            f"{num(x['mean_spearman'])} | {num(x['reward_pearson'])} | {num(x['reward_spearman'])} | {num(x['mean_spread_ratio'], '.2f')} | "
+            f"{conv} | {num(x['seconds_per_agent'], '.1f')} |"
         )
     notes = {t: params.benchmark(t).config.note for t in sorted(set(targets_of.values()))}
     lines += ["", "Target actions (each benchmark's note):", ""] + [f"- {t}: {n or 'the agents themselves'}" for t, n in notes.items()]
