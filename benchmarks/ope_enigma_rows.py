@@ -135,7 +135,7 @@ def main() -> None:
             "mean_spread_ratio": float(pd.Series([s.per_rating[r]["spread_ratio"] for r in ratings]).mean()),
             "converged": sum(bool(d.get("converged")) for d in diag), "agents": len(s.agents),
             "failed_agents": int(part.loc[part.error.notna(), "agent_id"].nunique()) if "error" in part else 0,
-            "seconds_per_agent": seconds[name] / max(len(s.agents), 1),
+            "seconds_per_agent": seconds[name] / max(part.agent_id.nunique(), 1),  # failed agents took their time too
         }
     ref = rows[0][0]
     compared = [n for n in scores if n != ref]
