@@ -38,7 +38,8 @@ class FlowRows:
     successor (the target's reply at a real slot, ``t + 1`` cyclic) minus ``psi``, the inner rows
     first. ``weight`` [R]; ``slot`` [R] the slot position; ``last`` [N] the row of each dialogue's
     last agent turn (rows numbered inner then edge); ``n_dialogues`` the dialogues counted with
-    their ``counts``."""
+    their ``counts``; ``turn_order``: a per-turn quantity indexed by it is laid out as the real rows
+    (what reads the rows beside the turns, e.g. a nonlinear zeta or a Q given at the turns, uses it)."""
 
     inner_psi: torch.Tensor
     inner_delta: torch.Tensor
@@ -49,6 +50,7 @@ class FlowRows:
     last: torch.Tensor
     n_dialogues: int
     tmax: int
+    turn_order: torch.Tensor  # [T] the real turn (``TurnFeatures`` row) behind each real row, in the rows' order
 
     @property
     def n_slots(self) -> int:
@@ -188,4 +190,5 @@ def _build(turns: TurnFeatures, tmax: int) -> FlowRows:
         last=n_inner + torch.arange(n, device=device),
         n_dialogues=total,
         tmax=tmax,
+        turn_order=torch.cat([inner.nonzero().squeeze(1), last.nonzero().squeeze(1)]),
     )

@@ -46,9 +46,9 @@ def zeta_rows(heads: DiceHeads, rows: FlowRows, turns: TurnFeatures | None = Non
     """zeta at every row. A linear head is read through ``psi``, which is laid out as its
     parameters are (float64 throughout); a nonlinear one (``head_hidden`` > 0, gradient
     descent-ascent) at the logged features of the real turns ``turns`` the rows were built from,
-    in the rows' order (the inner turns, then each dialogue's last), the pseudo rows taking its
-    per-slot scalars. ``slot_normalise`` divides by the mean per slot position, as the solver
-    and its final pass do (``dice.slot_normalise``)."""
+    in the rows' order (``FlowRows.turn_order``), the pseudo rows taking its per-slot scalars.
+    ``slot_normalise`` divides by the mean per slot position, as the solver and its final pass do
+    (``dice.slot_normalise``)."""
     if len(heads.zeta_net) == 1:
         theta = torch.cat([
             heads.zeta_net[-1].weight.reshape(-1), heads.zeta_net[-1].bias.reshape(-1), heads.zeta_pad_raw.reshape(-1),
@@ -58,11 +58,8 @@ def zeta_rows(heads: DiceHeads, rows: FlowRows, turns: TurnFeatures | None = Non
         if turns is None:
             raise ValueError("zeta_rows: a nonlinear zeta head is read at the turns' features; pass the turns the rows were built from")
         param = heads.zeta_pad_raw
-        dialogue, turn = turns.positions()
-        inner = turn + 1 < turns.n_agent_turns.to(turn.device)[dialogue]
         at_turns = heads.zeta(turns.logged.to(device=param.device, dtype=param.dtype)).to(rows.weight)
-        inner = inner.to(at_turns.device)
-        zeta = torch.cat([at_turns[inner], at_turns[~inner], heads.zeta_pad().to(rows.weight)])
+        zeta = torch.cat([at_turns[rows.turn_order.to(at_turns.device)], heads.zeta_pad().to(rows.weight)])
     if slot_normalise:
         per_slot = rows.slot_sums(zeta) / rows.slot_sums(torch.ones_like(zeta)).clamp(min=1e-300)
         zeta = zeta / per_slot[rows.slot].clamp(min=1e-12)
@@ -123,8 +120,7 @@ def fqe_corrections(rows: FlowRows, turn_q: TurnQ, seen: torch.Tensor) -> torch.
     t_all = len(turn_q.logged)
     dialogue, turn = turn_positions(lengths)
     has_next = turn + 1 < lengths[dialogue]
-    offsets = turn_offsets(lengths)
-    first, last = offsets[:-1], offsets[1:] - 1
+    first = turn_offsets(lengths)[:-1]
     s = seen.to(turn_q.logged.dtype)  # [N, K]
     q_next = torch.where(has_next.unsqueeze(1), turn_q.target[torch.clamp(torch.arange(t_all, device=lengths.device) + 1, max=t_all - 1)], 0.0)
     real = torch.cat([(q_next - turn_q.logged) * s[dialogue], s[dialogue] * (has_next.unsqueeze(1).to(s.dtype) - 1.0)], 1)
@@ -132,7 +128,7 @@ def fqe_corrections(rows: FlowRows, turn_q: TurnQ, seen: torch.Tensor) -> torch.
     k = s.shape[1]
     pads[0, :k] = (counts * turn_q.target[first] * s).sum(0) / n
     pads[0, k:] = (counts * s).sum(0) / n
-    return torch.cat([real[has_next], real[last], pads]).to(rows.weight)
+    return torch.cat([real[rows.turn_order.to(real.device)], pads]).to(rows.weight)
 
 
 def ratio_values(rows: FlowRows, zeta: torch.Tensor, b: torch.Tensor, correction: torch.Tensor | None) -> np.ndarray:
