@@ -94,6 +94,38 @@ def test_the_doubly_robust_value_through_the_cli_is_exact(tabular_store, tmp_pat
     assert est["diagnostics"][t]["config"]["q_model"] == q["q_model"]
 
 
+@pytest.mark.parametrize("over, flagged", [({"value": "dr"}, True), ({"value": "dr", "slot_normalise": True}, False),
+                                            ({"value": "weighted"}, False)], ids=["dr", "dr-slot-normalised", "weighted"])
+def test_a_doubly_robust_value_from_unbalanced_slots_is_flagged_and_exits_3(tabular_store, tmp_path, over, flagged):
+    """Gradient descent-ascent stopped after 20 steps leaves the slot masses out of balance, and
+    the doubly robust value divides by the slot-0 mass: the command writes it flagged, says why
+    and exits 3. Slot-normalised weights are in balance by construction, and the weighted value
+    does not read slot 0: neither is flagged (gradient descent-ascent has no convergence
+    criterion of its own, so they say null)."""
+    import yaml
+
+    work, t = tabular_store, "soft"
+    params = yaml.safe_load(PARAMS.read_text())
+    params["estimators"]["enigma"]["dice"] = dict(preset="default", encoder="onehot", tmax=3, head_hidden=0, steps=20,
+                                                  log_every=10, q_model="lstd", device="cpu", **over)
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+    r = enigma("estimate", "--experience", work / "store", f"--target={t}=python:enigma.ope.tabular:{t}",
+               "--out", tmp_path / "out", "--params", tmp_path / "params.yaml", "--cache-dir", work / "cache", "-q")
+    est = json.loads((tmp_path / "out" / "estimates.json").read_text())
+    run = est["diagnostics"][t]["all"]
+    if flagged:
+        assert r.exit_code == 3, r.output
+        assert "NOT CONVERGED: E_D[zeta | slot] out of balance" in r.stdout and f"did not converge for {t}" in r.stderr
+        assert est["converged"] == {t: False} and "dice.dr_slot_tol" in run["why"]
+        masses = run["slot_zeta_mean"]
+        assert max(masses) / min(masses) > 1.1  # what the flag says
+    else:
+        assert r.exit_code == 0, r.output
+        assert est["converged"] == {t: None} and "why" not in run
+    for rating in RATINGS:  # the number is written either way, the one the settings ask for (weighted: the float32 final pass)
+        assert est["targets"][t][rating]["estimate"] == pytest.approx(run["values"][rating][over["value"]], abs=1e-6)
+
+
 def test_a_run_that_did_not_converge_is_flagged_and_exits_3(tmp_path):
     # six dialogues of one agent, a target it never resembles: the solver stops short
     store = T.write_tiny_store(tmp_path / "store", n_dialogues=6, agents=("a1",))

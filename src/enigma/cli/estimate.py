@@ -11,7 +11,9 @@ the estimate's sampling interval ``[low, high]`` (``dice.interval_resamples`` re
 logged dialogues, each refitted: ``enigma.ope.bootstrap``), null where there is none.
 
 An estimate whose solver did not converge is written, flagged ``converged: false``, shown as NOT
-CONVERGED, and the command exits 3: such a number is never reported silently. A run that
+CONVERGED with the reason, and the command exits 3: such a number is never reported silently. So
+is a doubly robust value (``dice.value: dr``) read from weights whose slot masses are out of
+balance (``dice.dr_slot_tol``): it divides by the slot-0 mass. A run that
 diverges (zeta not finite, collapsed or exploded) and an agent that cannot be used exit 2 with
 one line that says why.
 """
@@ -167,6 +169,8 @@ def _shown(rating: str, e: dict) -> str:
 def _why_not(diagnostics: dict) -> str:
     runs = [d for d in diagnostics.values() if isinstance(d, dict) and d.get("converged") is False]
     d = runs[0] if runs else {}
+    if d.get("why"):
+        return d["why"]
     return (f"{d.get('iterations')} iterations, max |gradient| {d.get('grad_max', float('nan')):.2g}, "
             f"max |E_D[zeta|slot] - 1| {d.get('mass_gap_max', float('nan')):.2g}")
 

@@ -19,6 +19,8 @@ INTERVAL_FIELDS = frozenset({"interval_resamples", "interval_level", "interval_t
 VALUE_DEFAULTS = {"value": "weighted", "q_ridge": 1e-6}
 RANDOM_FEATURE_DEFAULTS = {"random_features": 0, "random_features_scale": 1.0}
 Q_MODEL_FIELDS = frozenset({"q_model", "fqe"})  # left out of a fingerprint while q_model is lstd or the value weighted
+# the dr value's guard (flags, changes no number): left out of a fingerprint at its default
+DR_GUARD_DEFAULTS = {"dr_slot_tol": 0.1}
 FQE_DEFAULTS = {"project_dim": None}  # fqe fields left out of a fingerprint at these values (results saved before them stay valid)
 
 
@@ -81,6 +83,11 @@ class DiceConfig(BaseModel):
     # fitted Q evaluation on the same features, enigma/ope/fqe.py; kept fixed across bootstrap resamples)
     q_model: Literal["lstd", "fqe"] = "lstd"
     fqe: FqeConfig = Field(default_factory=FqeConfig)
+    # the dr value is a ratio of zeta-weighted sums whose denominator is the slot-0 mass: right
+    # only where zeta meets the slot constraints up to a common scale (exact_nu does, to
+    # constraint_tol; gradient descent-ascent stopped early does not, and a slot-0 mass near 0
+    # beside the others blows the value up: docs/estimator.md)
+    dr_slot_tol: float = Field(0.1, gt=0, description="value dr: a run whose E_D[zeta | slot], over their mean, is outside 1 +- this for some slot is flagged not converged")
 
     # ---- sampling interval (exact_nu): the bootstrap over logged dialogues (enigma/ope/bootstrap.py)
     interval_resamples: int = Field(0, ge=0, description="resamples of the logged dialogues, each refitted; 0 = no interval")

@@ -1,6 +1,7 @@
 """Guards on the DICE weights: a run whose zeta is not finite, collapsed to 0 or exploded stops
 with ``DiceDivergence`` instead of yielding a number. Both solvers check every logged step and
-the final pass."""
+the final pass. A doubly robust value read from weights whose slot masses are out of balance is
+kept but flagged (``dr_balance_problem``): the run says ``converged: false`` and why."""
 
 from __future__ import annotations
 
@@ -33,3 +34,23 @@ def check_row(row: dict[str, Any], cfg: DiceConfig) -> None:
     if bad:
         raise DiceDivergence(f"step {row['step']}: {', '.join(bad)} not finite (lower dice.lr or change the preset)")
     check_zeta(f"step {row['step']}", row["zeta_mean"], cfg)
+
+
+def dr_balance_problem(slot_means: np.ndarray, cfg: DiceConfig) -> str | None:
+    """Why the doubly robust value of weights with per-slot masses ``slot_means`` (E_D[zeta |
+    slot]) is not to be trusted, or None. The value is a ratio of zeta-weighted sums whose
+    denominator is the slot-0 mass times the rated dialogues, so it is unchanged by a common scale
+    of zeta but not by slots out of balance: a slot-0 mass near 0 beside the others blows it up.
+    Weights that meet the slot constraints (exact_nu, or slot_normalise) are in balance exactly;
+    the weighted value, normalised by zeta's own sum at the last turns, does not read slot 0."""
+    if cfg.value != "dr":
+        return None
+    m = np.asarray(slot_means, dtype=float)
+    rel = m / max(float(m.mean()), 1e-300)
+    worst = int(np.argmax(np.abs(rel - 1.0)))
+    if abs(rel[worst] - 1.0) <= cfg.dr_slot_tol:
+        return None
+    slot0 = "" if worst == 0 else f" (slot 0: {rel[0]:.3g})"
+    return (f"E_D[zeta | slot] out of balance: slot {worst} has {rel[worst]:.3g} times the slots' mean mass{slot0}, "
+            f"beyond 1 +- {cfg.dr_slot_tol:g} (dice.dr_slot_tol); the doubly robust value is a ratio over "
+            f"the slots and needs the slot constraints met (exact_nu meets them; or use value: weighted)")

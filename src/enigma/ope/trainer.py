@@ -21,7 +21,7 @@ from enigma.ope.exact_nu import solve_exact_nu
 from enigma.ope.features import Features
 from enigma.ope.fqe import TurnQ, fit_turn_q
 from enigma.ope.gda import solve_gda
-from enigma.ope.guards import check_zeta
+from enigma.ope.guards import check_zeta, dr_balance_problem
 from enigma.ope.heads import DiceHeads
 from enigma.ope.value import value_estimates
 from enigma.ope.problem import DiceData
@@ -114,6 +114,9 @@ def add_values(run: DiceRun, feats: Features, data: DiceData, cfg: DiceConfig) -
     if cfg.value != "weighted":  # weighted is the final pass's own estimate already
         for name, v in values.items():
             run.estimates[name]["estimate"] = v[cfg.value]
+    problem = dr_balance_problem(run.slot_means, cfg)
+    if problem is not None:
+        run.solver.update(converged=False, why=problem)
     return turn_q
 
 
