@@ -290,3 +290,36 @@ def test_random_features_keep_the_tabular_problem_exact():
     assert result.runs["all"].heads.zeta_net[-1].in_features == encoder.dim + 16
     for r in RATINGS:
         assert abs(result.estimates[r]["estimate"] - ce[r]) < 0.002, r
+
+
+def test_turn_interactions_keep_the_tabular_problem_exact():
+    """The features times the turn's position are appended to one-hot features, which already
+    tell every slot's state-action pair apart: the estimate must stay the certainty-equivalence
+    value, and the heads read the wider vector ([x | x p | p])."""
+    from enigma.encoders.onehot import OneHotPairEncoder
+
+    torch.set_num_threads(1)
+    mdp, store = _problem(2500, seed=2)
+    policy = _targets(mdp)[1]
+    ta = target_actions(store, policy, n_samples=2, seed=0)
+    ce = certainty_equivalence_value(store, ta)
+    cfg = DiceConfig.preset("exact_nu", encoder="frozen", turn_interactions=True, tmax=3, device="cpu")
+    encoder = OneHotPairEncoder()
+    result = EnigmaEstimator(cfg, encoder=encoder, progress=False).estimate_full(store, HeldOutAgent(policy.name, target_actions=ta))
+    assert result.runs["all"].solver["converged"]
+    assert result.runs["all"].heads.zeta_net[-1].in_features == 2 * encoder.dim + 1
+    for r in RATINGS:
+        assert abs(result.estimates[r]["estimate"] - ce[r]) < 0.002, r
+
+
+def test_turn_interactions_lay_the_position_out_by_turn_and_sample():
+    """Rows are every real turn's logged pair, then its target samples in turn order: each row
+    gets its own turn's position t / (Tmax - 1)."""
+    from enigma.ope.features import turn_interactions
+
+    n_turns = torch.tensor([2, 1])  # turns: dialogue 0 at positions 0 and 1, dialogue 1 at 0
+    samples, tmax = 2, 3
+    x = torch.arange(1.0, 10.0).unsqueeze(1)  # 3 logged rows, then 3 x 2 target rows
+    out = turn_interactions(x, n_turns, samples, tmax)
+    p = torch.tensor([0.0, 0.5, 0.0, 0.0, 0.0, 0.5, 0.5, 0.0, 0.0])
+    assert torch.equal(out[:, 0], x[:, 0]) and torch.equal(out[:, 2], p) and torch.equal(out[:, 1], x[:, 0] * p)

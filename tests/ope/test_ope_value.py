@@ -196,6 +196,7 @@ def test_fitted_q_reads_only_the_columns_it_is_given(fitted):
     not when they are read."""
     from enigma.ope.config import FqeConfig
     from enigma.ope.fqe import fit_turn_q
+    from enigma.ope.turns import TurnFeatures
 
     mdp, store, policy, ta, cfg, est, result = fitted
     turns, data = _turns(est, store, ta)
@@ -267,3 +268,25 @@ def test_the_fitted_q_can_read_its_own_projection_of_the_text_vectors():
     assert max(abs(small[r]["q"] - wide[r]["q"]) for r in RATINGS) > 1e-3
     assert "project_dim" not in json.loads(EnigmaEstimator(base).fingerprint())["dice"]["fqe"]  # results saved before it stay valid
     assert EnigmaEstimator(narrow).fingerprint() != EnigmaEstimator(base).fingerprint()
+
+
+def test_the_fqe_q_reads_the_turn_position_when_asked():
+    """Constant pair features cannot tell the turns apart: one-turn dialogues rated 0 and
+    three-turn dialogues rated 1 leave a Q without the position with one value at every turn.
+    With ``fqe.position`` it learns that only the long dialogues reach the later turns (Q near 1
+    there) while the first turn is the mixture (near 0.5)."""
+    from enigma.ope.config import FqeConfig
+    from enigma.ope.fqe import fit_turn_q
+    from enigma.ope.turns import TurnFeatures
+
+    n_turns = torch.tensor([1, 3] * 40)
+    t_all = int(n_turns.sum())
+    logged = torch.ones((t_all, 2))
+    turns = TurnFeatures(logged, logged.unsqueeze(1).clone(), torch.ones((t_all, 1), dtype=torch.bool), n_turns)
+    rewards = np.array([[0.0], [1.0]] * 40)
+    plain = fit_turn_q(turns, rewards, FqeConfig(dropout=0.0, epochs=60, tau=0.1), seed=0)
+    assert float(plain.logged.max() - plain.logged.min()) < 1e-6
+    pos = fit_turn_q(turns, rewards, FqeConfig(dropout=0.0, epochs=60, tau=0.1, position=True), seed=0)
+    # rows 0: the one-turn dialogue's turn; 1, 2, 3: the three-turn dialogue's turns 0, 1, 2
+    assert abs(float(pos.logged[0, 0]) - 0.5) < 0.1 and abs(float(pos.logged[1, 0]) - 0.5) < 0.1
+    assert float(pos.logged[2, 0]) > 0.9 and float(pos.logged[3, 0]) > 0.9

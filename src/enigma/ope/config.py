@@ -18,10 +18,11 @@ INTERVAL_FIELDS = frozenset({"interval_resamples", "interval_level", "interval_t
 # weighted estimate does not read q_ridge): the saved results stay valid
 VALUE_DEFAULTS = {"value": "weighted", "q_ridge": 1e-6}
 RANDOM_FEATURE_DEFAULTS = {"random_features": 0, "random_features_scale": 1.0}
+TURN_FEATURE_DEFAULTS = {"turn_interactions": False}
 Q_MODEL_FIELDS = frozenset({"q_model", "fqe"})  # left out of a fingerprint while q_model is lstd or the value weighted
 # the dr value's guard (flags, changes no number): left out of a fingerprint at its default
 DR_GUARD_DEFAULTS = {"dr_slot_tol": 0.1}
-FQE_DEFAULTS = {"project_dim": None}  # fqe fields left out of a fingerprint at these values (results saved before them stay valid)
+FQE_DEFAULTS = {"project_dim": None, "position": False}  # fqe fields left out of a fingerprint at these values (results saved before them stay valid)
 
 
 class FqeConfig(BaseModel):
@@ -38,6 +39,7 @@ class FqeConfig(BaseModel):
     tau: float = Field(0.01, gt=0, le=1, description="Polyak step of the slow copy that gives the Bellman targets")
     agreement: bool = Field(False, description="the Q reads the agreement block too (false: the pair's text features only; true lost 0.37 on See 2019)")
     pessimism_passes: int = Field(0, ge=0, description="Bellman targets: the min over this many dropout passes (the comparator's 5); 0 = the mean network")
+    position: bool = Field(False, description="the Q reads the turn's index in its dialogue too (the pair's features describe one turn, not how far the dialogue has gone)")
     project_dim: int | None = Field(None, ge=1, description="frozen encoders: the Q reads its own whitened PCA of the pair's text vectors to this many dims (at or above their width: the vectors themselves); null: the heads' text columns")
 
 
@@ -64,6 +66,9 @@ class DiceConfig(BaseModel):
     # agreement features, appended to them, so the heads read a Gaussian kernel's approximation
     random_features: int = Field(0, ge=0, description="frozen encoders: this many random Fourier features appended; 0 = none")
     random_features_scale: float = Field(1.0, gt=0, description="the kernel's bandwidth, in units of sqrt(input dims) of standardised inputs")
+    # the ratio d^pi/d^D compounds turn by turn, so a feature that matters little at the first
+    # turn may matter much at the tenth; a linear head shared by every turn cannot say so
+    turn_interactions: bool = Field(False, description="frozen encoders: append the features times the turn's position t/(Tmax-1), and the position")
 
     # ---- solver -------------------------------------------------------------------------
     # gda: gradient descent-ascent on every player (any encoder, the paper's way); exact_nu:
@@ -148,7 +153,7 @@ class DiceConfig(BaseModel):
         # projection or the text agreement block would make the tabular problem approximate
         # again, so the text features' settings never apply to it
         if isinstance(data, dict) and data.get("encoder") == "onehot":
-            data = dict(data, project_dim=None, agreement=False, random_features=0)
+            data = dict(data, project_dim=None, agreement=False, random_features=0, turn_interactions=False)
         return data
 
     @model_validator(mode="after")
@@ -165,6 +170,8 @@ class DiceConfig(BaseModel):
             missing = [k for k, ok in needs.items() if not ok]
             if missing:
                 raise ValueError("solver exact_nu needs " + "; ".join(missing))
+        if self.turn_interactions and self.encoder == "finetune":
+            raise ValueError("turn_interactions are computed once from fixed features: they need encoder frozen")
         if self.random_features and self.encoder == "finetune":
             raise ValueError("random_features are computed once from fixed features: they need encoder frozen (or onehot)")
         if self.value != "weighted" and self.encoder == "finetune":

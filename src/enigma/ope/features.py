@@ -3,7 +3,8 @@ computed once for a frozen encoder (or per batch for a fine-tuned one), stored r
 (``TurnFeatures``: one row per agent turn, so memory grows with the turns, not with the longest
 dialogue), and for text features a fixed, whitened PCA projection to ``dice.project_dim``
 dimensions (trailing features the encoder marks as passthrough, e.g. the agreement block, are left
-alone), and, with ``dice.random_features``, random Fourier features of the result appended to it."""
+alone), and, with ``dice.random_features``, random Fourier features of the result appended to it,
+and with ``dice.turn_interactions`` the features times the turn's position."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from enigma.encoders.base import PairEncoder, turn_mask
+from enigma.encoders.base import PairEncoder, turn_mask, turn_positions
 from enigma.ope.config import DiceConfig
 from enigma.ope.turns import TurnFeatures
 
@@ -68,6 +69,17 @@ def random_fourier_features(x: torch.Tensor, n: int, scale: float, seed: int, ch
     return out
 
 
+def turn_interactions(buf: torch.Tensor, n_agent_turns: torch.Tensor, samples: int, tmax: int) -> torch.Tensor:
+    """``[x | x * p | p]`` for the rows of ``buf`` (every real turn's logged row, then its
+    ``samples`` target rows), ``p = t / (Tmax - 1)`` the turn's position in its dialogue (0 at the
+    first agent turn): linear heads on them weigh each feature by ``a + b p``, so the ratio can
+    depend on a feature more deeply into a dialogue, as a product of per-turn ratios does."""
+    _, turn = turn_positions(n_agent_turns.cpu())
+    p = (turn.to(buf.dtype) / (tmax - 1)).to(buf.device)
+    p = torch.cat([p, p.repeat_interleave(samples)]).unsqueeze(1)
+    return torch.cat([buf, buf * p, p], 1)
+
+
 class Features:
     """Encoder outputs for index batches; a frozen encoder's outputs are computed once, into
     ``turns`` (ragged; None for a trainable encoder)."""
@@ -119,6 +131,9 @@ class Features:
             buf = projected
         if cfg.random_features:
             buf = random_fourier_features(buf, cfg.random_features, cfg.random_features_scale, cfg.seed)
+            self.dim = buf.shape[1]
+        if cfg.turn_interactions:
+            buf = turn_interactions(buf, self.n_agent_turns, s, cfg.tmax)
             self.dim = buf.shape[1]
         logged, target = buf[:t_all], buf[t_all:].view(t_all, s, self.dim)
         return TurnFeatures(logged, target, mask, self.n_agent_turns.to(self.device))

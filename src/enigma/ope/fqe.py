@@ -89,6 +89,10 @@ def fit_turn_q(turns: TurnFeatures, rewards: np.ndarray, cfg: FqeConfig, seed: i
     mask = turns.sample_mask.cpu().float()
     n_turns = turns.n_agent_turns.cpu().long()
     t_all, k = len(logged), rewards.shape[1]
+    dialogue, turn = turn_positions(n_turns)
+    if cfg.position:  # the same index for the logged pair and the target's samples: they share the state
+        logged = torch.cat([logged, turn.float().unsqueeze(1)], 1)
+        target = torch.cat([target, turn.float().view(-1, 1, 1).expand(-1, target.shape[1], 1)], 2)
     # the whitened PCA block and the agreement block have different scales. A column the logs
     # never vary on (a one-hot pair no logged dialogue took) is left unscaled: dividing by its
     # ~0 spread put the target's off-support samples a million units out, and bootstrapping from
@@ -96,7 +100,6 @@ def fit_turn_q(turns: TurnFeatures, rewards: np.ndarray, cfg: FqeConfig, seed: i
     mean, std = logged.mean(0), logged.std(0)
     std = torch.where(std > 1e-6, std, torch.ones_like(std))
     x_logged, x_target = (logged - mean) / std, (target - mean) / std
-    dialogue, turn = turn_positions(n_turns)
     terminal = turn + 1 == n_turns[dialogue]
     ratings = torch.as_tensor(rewards, dtype=torch.float32)  # [N, K], NaN: unrated
     r = ratings[dialogue]  # [T, K], used at terminal rows
