@@ -40,16 +40,20 @@ def study_rows(bench: str) -> dict[str, dict]:
 
 
 def saved_runs(work: Path, bench: str, row: str) -> list[dict]:
-    """One entry per held-out agent: its run's diagnostics and every rating's estimate."""
-    files = sorted((work / bench / row / "results" / "enigma").glob("*.json"))
+    """One entry per held-out agent that has weights (a diverged agent has none; its study
+    counts it as failed): its run's diagnostics and every rating's estimate."""
+    from enigma.evaluation.results import read_results
+
+    results = work / bench / row / "results"
+    if not results.is_dir():
+        return []
+    part = read_results(results)
+    if "error" in part:
+        part = part[part.error.isna()]
     runs = []
-    for f in files:
-        rows = json.loads(f.read_text())["rows"]
-        if rows[0].get("error"):  # a diverged agent: no weights to read (counted by its study as failed)
-            continue
-        diag = json.loads(rows[0]["diagnostics"])["all"]
-        runs.append({"agent": rows[0]["agent_id"], "slot_means": diag["slot_zeta_mean"], "config": json.loads(rows[0]["diagnostics"])["config"],
-                     "estimates": [r["estimate"] for r in rows if r["estimate"] is not None]})
+    for _, rows in part.groupby("agent_id"):
+        diag = json.loads(rows.diagnostics.iloc[0])
+        runs.append({"slot_means": diag["all"]["slot_zeta_mean"], "config": diag["config"], "estimates": rows.estimate.dropna().tolist()})
     return runs
 
 

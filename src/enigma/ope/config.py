@@ -18,10 +18,10 @@ INTERVAL_FIELDS = frozenset({"interval_resamples", "interval_level", "interval_t
 # weighted estimate does not read q_ridge): the saved results stay valid
 VALUE_DEFAULTS = {"value": "weighted", "q_ridge": 1e-6}
 RANDOM_FEATURE_DEFAULTS = {"random_features": 0, "random_features_scale": 1.0}
-TURN_FEATURE_DEFAULTS = {"turn_interactions": False}
+# settings added after results were saved that change nothing at these values (the dr value's
+# guard only flags): left out of a fingerprint while at them
+LATER_DEFAULTS = {"turn_interactions": False, "dr_slot_tol": 0.1}
 Q_MODEL_FIELDS = frozenset({"q_model", "fqe"})  # left out of a fingerprint while q_model is lstd or the value weighted
-# the dr value's guard (flags, changes no number): left out of a fingerprint at its default
-DR_GUARD_DEFAULTS = {"dr_slot_tol": 0.1}
 FQE_DEFAULTS = {"project_dim": None, "position": False}  # fqe fields left out of a fingerprint at these values (results saved before them stay valid)
 
 

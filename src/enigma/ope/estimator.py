@@ -22,7 +22,7 @@ import torch
 from enigma.contracts import EstimateResult, HeldOutAgent, Regime, Turn
 from enigma.encoders.base import DialogueActions, PairEncoder
 from enigma.encoders.config import EncodeConfig
-from enigma.ope.config import DR_GUARD_DEFAULTS, FQE_DEFAULTS, INTERVAL_FIELDS, Q_MODEL_FIELDS, RANDOM_FEATURE_DEFAULTS, TURN_FEATURE_DEFAULTS, VALUE_DEFAULTS, DiceConfig
+from enigma.ope.config import FQE_DEFAULTS, INTERVAL_FIELDS, LATER_DEFAULTS, Q_MODEL_FIELDS, RANDOM_FEATURE_DEFAULTS, VALUE_DEFAULTS, DiceConfig
 from enigma.ope.padding import check_tmax
 from enigma.ope.problem import DiceData
 from enigma.ope.trainer import DiceRun, train_dice
@@ -252,10 +252,9 @@ class EnigmaEstimator:
             skip |= set(VALUE_DEFAULTS)
         if not self.config.random_features:
             skip |= set(RANDOM_FEATURE_DEFAULTS)
-        if not self.config.turn_interactions:
-            skip |= set(TURN_FEATURE_DEFAULTS)
-        if self.config.value != "dr" or all(getattr(self.config, k) == v for k, v in DR_GUARD_DEFAULTS.items()):
-            skip |= set(DR_GUARD_DEFAULTS)
+        skip |= {k for k, v in LATER_DEFAULTS.items() if getattr(self.config, k) == v}
+        if self.config.value != "dr":  # only the dr value reads its guard
+            skip.add("dr_slot_tol")
         if self.config.q_model == "lstd" or self.config.value == "weighted":  # the weighted value reads no Q
             skip |= Q_MODEL_FIELDS
         exclude: dict = dict.fromkeys(skip, True)
