@@ -126,6 +126,29 @@ def test_a_doubly_robust_value_from_unbalanced_slots_is_flagged_and_exits_3(tabu
         assert est["targets"][t][rating]["estimate"] == pytest.approx(run["values"][rating][over["value"]], abs=1e-6)
 
 
+def test_the_position_settings_reach_the_features_from_the_params_file(tmp_path):
+    """``dice.turn_interactions`` and ``fqe.position`` set in the user's params file (the text
+    path: frozen sentence vectors, a ``python:`` agent sampled by the command): the saved heads
+    read ``[x | x p | p]``, twice the projected features and one, and the run records both."""
+    import torch
+    import yaml
+
+    store = T.write_tiny_store(tmp_path / "store", n_dialogues=12, agents=("a1", "a2"))
+    params = yaml.safe_load(PARAMS.read_text())
+    dice = params["estimators"]["enigma"]["dice"]
+    dice.update(turn_interactions=True, interval_resamples=0, fqe=dict(dice["fqe"], position=True))
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+    r = enigma("estimate", "--experience", store, "--target", "t=python:enigma.agents.examples:echo", "--out", tmp_path / "out",
+               "--params", tmp_path / "params.yaml", "--cache-dir", tmp_path / "cache", "-q")
+    assert r.exit_code in (0, 3), r.output  # 3: a dozen dialogues may leave the solver short; the features are what is checked
+    config = json.loads((tmp_path / "out" / "estimates.json").read_text())["diagnostics"]["t"]["config"]
+    assert config["turn_interactions"] is True and config["fqe"]["position"] is True
+    heads = torch.load(next((tmp_path / "out" / "results").rglob("t.heads.pt")), weights_only=False)
+    width = heads.zeta_net[-1].in_features
+    plain = dice["project_dim"] + 15  # the whitened PCA block and the agreement block (docs/estimator.md)
+    assert width == 2 * plain + 1, width
+
+
 def test_a_run_that_did_not_converge_is_flagged_and_exits_3(tmp_path):
     # six dialogues of one agent, a target it never resembles: the solver stops short
     store = T.write_tiny_store(tmp_path / "store", n_dialogues=6, agents=("a1",))
