@@ -39,12 +39,9 @@ RESULTS = REPO / "benchmarks" / "results"
 
 
 def _one_row(benchmark: str, params_path: str, results_dir: str) -> float:
-    import torch
-
     from enigma.params import Params
     from enigma.pipeline.train import train_estimator
 
-    torch.set_num_threads(1)
     t0 = time.perf_counter()
     params = Params.load(params_path)
     failures = train_estimator(params.benchmark(benchmark), params, "enigma", results_dir=results_dir)
@@ -75,6 +72,7 @@ def main() -> None:
     from provenance import code_version
     from enigma.params import Params
     from enigma.pipeline.train import warm_embeddings
+    from enigma.pipeline.workers import init_worker
 
     base = yaml.safe_load(args.params.read_text())
     rows, targets_of = [], {}
@@ -99,7 +97,8 @@ def main() -> None:
         if other != args.benchmark and not truth_wide(read_truth(REPO / ob.truth)).equals(truth):
             sys.exit(f"row targets from {other}: its truth differs from {args.benchmark}'s, so the rows would not be paired")
         warm_embeddings(ob, params)
-    with ProcessPoolExecutor(args.workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+    with ProcessPoolExecutor(args.workers, mp_context=multiprocessing.get_context("spawn"),
+                             initializer=init_worker) as pool:
         futures = {name: pool.submit(_one_row, targets_of[name], p, r) for name, p, r in jobs}
         seconds = {name: f.result() for name, f in futures.items()}
 

@@ -23,6 +23,7 @@ from enigma.params import Params
 from enigma.pipeline.config import Benchmark
 from enigma.pipeline.sample import read_targets
 from enigma.pipeline.store import heldout_agents
+from enigma.pipeline.workers import init_worker
 
 
 def sources(b: Benchmark, agent_targets, rollouts):
@@ -87,13 +88,6 @@ def train_estimator(b: Benchmark, params: Params, name: str, full: bool = False,
     return failures
 
 
-def _one_torch_thread() -> None:
-    # Workers share the machine's cores: one thread each, or they oversubscribe them.
-    import torch
-
-    torch.set_num_threads(1)
-
-
 def warm_embeddings(b: Benchmark, params: Params, progress: bool = False) -> dict[str, Any]:
     """The encode step, once, before the workers start: every utterance of the store and the
     rollouts and every sampled reply into the shared embedding cache."""
@@ -139,7 +133,7 @@ def train(b: Benchmark, params: Params, full: bool = False, progress: bool = Fal
         say(f"{b.name}: {len(names)} estimators x {len(agents)} agents, {workers} at a time")
         # spawn: a forked child would inherit torch's thread pool state from the parent
         with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
-                                 initializer=_one_torch_thread) as pool:
+                                 initializer=init_worker) as pool:
             futures = [pool.submit(train_estimator, b, params, n, full, share=(i, workers))
                        for n in names for i in range(workers)]
             failures = sum(f.result() for f in futures)
