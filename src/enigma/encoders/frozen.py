@@ -19,6 +19,11 @@ A block with nothing to show (no such turn, or a blank utterance, e.g. the empty
 turn of dialogues that the agent opens) is zeros. ``e`` is the mean-pooled, L2-normalised
 sentence embedding; the summary block is a mean of unit vectors, not renormalised.
 
+Two optional blocks follow, outside any projection (``passthrough_dim``): ``grounding``
+(``grounding_features``: how much of what the reply asserts, its numbers and names, the dialogue had
+not mentioned before it; a property of the pair itself) and ``agreement`` (``agreement_features``:
+how far the logged dialogue has followed the target so far).
+
 ``blocks`` selects the state blocks (all four by default; e.g. ``("last_user", "position")`` for a
 smaller vector: the reply block is always there).
 
@@ -30,6 +35,7 @@ without it the encoder has no parameters and the trainer can compute its outputs
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from dataclasses import dataclass
@@ -65,6 +71,8 @@ class FrozenPrepared:
     # [T, 1 + S, AGREEMENT_DIM] agreement features of the logged pair (index 0) and of each
     # target sample; None when the encoder has no agreement block
     agreement: torch.Tensor | None = None
+    # [T, 1 + S, GROUNDING_DIM] grounding features, laid out the same way; None without the block
+    grounding: torch.Tensor | None = None
 
     def __len__(self) -> int:
         return int(self.n_agent_turns.shape[0])
@@ -87,6 +95,7 @@ class FrozenPairEncoder(PairEncoder):
         projection_dim: int | None = None,
         blocks: tuple[str, ...] = STATE_BLOCKS,
         agreement: bool = False,
+        grounding: bool = False,
     ) -> None:
         super().__init__()
         if position_buckets < 1:
@@ -105,8 +114,11 @@ class FrozenPairEncoder(PairEncoder):
         self.feature_dim = (1 + text_blocks) * self.text_dim + (position_buckets if "position" in self.blocks else 0)
         self.projection = nn.Linear(self.feature_dim, projection_dim) if projection_dim else None
         self.agreement = agreement
-        # the agreement features stay outside any projection (the trainer's PCA included)
-        self.passthrough_dim = AGREEMENT_DIM if agreement else 0
+        self.grounding = grounding
+        # the grounding and agreement features stay outside any projection (the trainer's PCA
+        # included), in that order; grounding, like the text, describes the pair alone
+        self.pair_passthrough_dim = GROUNDING_DIM if grounding else 0
+        self.passthrough_dim = self.pair_passthrough_dim + (AGREEMENT_DIM if agreement else 0)
         self.dim = (projection_dim or self.feature_dim) + self.passthrough_dim
 
     def prepare(self, dialogues: list[DialogueActions], max_agent_turns: int) -> FrozenPrepared:
@@ -126,13 +138,20 @@ class FrozenPairEncoder(PairEncoder):
         prev_agent = torch.zeros(t_all, dtype=torch.long)
         position = torch.zeros(t_all, dtype=torch.long)
         target_valid = torch.zeros((t_all, s_max), dtype=torch.bool)
+        grounded = torch.zeros((t_all, 1 + s_max, GROUNDING_DIM)) if self.grounding else None
         # earlier-history summaries: per turn row the text rows to average
         summary_members: list[list[int]] = []
         r = 0
         for d in dialogues:
             _check(d, max_agent_turns)
+            said = Mentioned()
             for k, t in enumerate(d.agent_turns):
                 history = d.turns[:t]
+                if grounded is not None:
+                    said.extend(history)
+                    grounded[r, 0] = torch.tensor(grounding_features(d.turns[t].text, said))
+                    for s, reply in enumerate(d.target_replies[k]):
+                        grounded[r, 1 + s] = torch.tensor(grounding_features(reply, said))
                 user_at = next((j for j in range(t - 1, -1, -1) if history[j].role == "user"), None)
                 agent_at = next((j for j in range(t - 1, -1, -1) if history[j].role == "agent"), None)
                 logged[r] = row(d.turns[t].text)
@@ -161,7 +180,7 @@ class FrozenPairEncoder(PairEncoder):
             texts_of = [""] + texts  # row -> text (row 0 is the blank)
             agree = agreement_features(table[: len(base)], texts_of, logged, target, target_valid, lengths)
         return FrozenPrepared(table, lengths, max_agent_turns, logged, target, last_user, prev_agent, summary, position,
-                              target_valid, agree)
+                              target_valid, agree, grounded)
 
     def turn_rows(self, prepared: FrozenPrepared, index: torch.Tensor, n_agent_turns: torch.Tensor | None = None
                   ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -184,6 +203,10 @@ class FrozenPairEncoder(PairEncoder):
             device = self.projection.weight.device
             logged, target = self.projection(logged.to(device)), self.projection(target.to(device))
             target_valid = target_valid.to(device)
+        if prepared.grounding is not None:
+            ground = prepared.grounding[r].to(logged.device)  # [T, 1 + S, G]
+            logged = torch.cat([logged, ground[:, 0]], dim=-1)
+            target = torch.cat([target, ground[:, 1:]], dim=-1)
         if prepared.agreement is not None:
             agree = prepared.agreement[r].to(logged.device)  # [T, 1 + S, A]
             logged = torch.cat([logged, agree[:, 0]], dim=-1)
@@ -238,6 +261,61 @@ def _facts(text: str) -> list[str]:
             out.append(tok.lower())
         start = False
     return out
+
+
+# per reply, for its names (capitalised words) and its numbers apart: the share the dialogue had
+# not mentioned before it, and whether it states any
+GROUNDING_MEASURES = ("names_new", "numbers_new", "states_names", "states_numbers")
+GROUNDING_DIM = len(GROUNDING_MEASURES)
+_ORDINAL = re.compile(r"(\d+)(?:st|nd|rd|th)")
+
+
+def _fact_key(token: str) -> str:
+    """'$290' and '290', '20th' and '20' are the same fact."""
+    token = token.lower().lstrip("$")
+    m = _ORDINAL.fullmatch(token)
+    return m.group(1) if m else token
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _vocabulary(text: str) -> frozenset[str]:
+    return frozenset({_fact_key(w) for w in _words(text)} | {_fact_key(f) for f in _facts(text)})
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _fact_keys(text: str) -> tuple[frozenset[str], frozenset[str]]:
+    """The reply's names and its numbers."""
+    keys = {_fact_key(f) for f in _facts(text)}
+    numbers = frozenset(k for k in keys if any(c.isdigit() for c in k))
+    return frozenset(keys - numbers), numbers
+
+
+class Mentioned:
+    """Every word and fact of a dialogue's turns so far. Customers write in lower case as often as
+    not, so their words count, not only the capitalised tokens ``_facts`` takes from a reply."""
+
+    def __init__(self) -> None:
+        self.words: set[str] = set()
+        self._seen = 0
+
+    def extend(self, history) -> None:
+        """Add the turns of ``history`` (the dialogue's turns before a reply) not added yet."""
+        for turn in history[self._seen :]:
+            self.words |= _vocabulary(turn.text)
+        self._seen = max(self._seen, len(history))
+
+
+def grounding_features(reply: str, said: Mentioned) -> list[float]:
+    """How much of what ``reply`` asserts the dialogue had not mentioned before it
+    (``GROUNDING_MEASURES``). An agent that misheard the user names a city, a date or a name the
+    user never said. One that looked a flight up states numbers nobody had said either, and
+    names an airline, so which new facts are wrong is left to the model that reads this block
+    with the reply's text beside it; names and numbers apart make that easier. Zeros where the
+    reply states none."""
+    out = []
+    for facts in _fact_keys(reply):
+        out.append(len(facts - said.words) / len(facts) if facts else 0.0)
+    return out + [float(bool(facts)) for facts in _fact_keys(reply)]
 
 
 def _summarise(current: list[float], history: list[list[float]]) -> list[float]:

@@ -95,6 +95,9 @@ class Features:
         self.dim = encoder.dim
         # the leading columns that describe the pair's text (not the agreement block, not random features)
         self.text_dim = encoder.dim - getattr(encoder, "passthrough_dim", 0)
+        # the pair's own passthrough columns (grounding), which follow the text's: with it, what
+        # the fqe Q reads when it leaves the agreement block out
+        self.pair_dim = getattr(encoder, "pair_passthrough_dim", 0)
         if not self.trainable:
             self.turns = self._fixed(data, cfg)
 
@@ -121,6 +124,8 @@ class Features:
             # the Q's own view of the pair's text, wider than the heads' (an MLP can use it; the
             # linear heads gained nothing from 128 dims): taken before the heads' PCA frees the vectors
             q_buf = buf[:, :cut] if q_dim >= cut else pca_projection(buf[:, :cut], q_dim, cfg.seed)
+            if self.pair_dim:
+                q_buf = torch.cat([q_buf, buf[:, cut : cut + self.pair_dim]], 1)
             self.q_turns = TurnFeatures(q_buf[:t_all], q_buf[t_all:].view(t_all, s, -1), mask, self.n_agent_turns.to(self.device))
         if cfg.project_dim and cfg.project_dim < cut:
             projected = buf.new_empty((len(buf), cfg.project_dim + keep))

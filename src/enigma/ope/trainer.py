@@ -104,10 +104,10 @@ def add_values(run: DiceRun, feats: Features, data: DiceData, cfg: DiceConfig) -
         return None
     turn_q = None
     if cfg.q_model == "fqe":
-        if feats.q_turns is not None:  # fqe.project_dim: its own text features, no agreement block
+        if feats.q_turns is not None:  # fqe.project_dim: its own text features (and grounding), no agreement block
             turn_q = fit_turn_q(feats.q_turns, data.rewards, cfg.fqe, cfg.seed)
         else:
-            columns = None if cfg.fqe.agreement else slice(0, feats.text_dim)
+            columns = None if cfg.fqe.agreement else slice(0, feats.text_dim + feats.pair_dim)
             turn_q = fit_turn_q(feats.turns, data.rewards, cfg.fqe, cfg.seed, columns=columns)
     values = value_estimates(run.heads, feats.turns, data, cfg.tmax, cfg.q_ridge, turn_q, cfg.slot_normalise)
     run.solver["values"] = values
