@@ -290,3 +290,24 @@ def test_the_fqe_q_reads_the_turn_position_when_asked():
     # rows 0: the one-turn dialogue's turn; 1, 2, 3: the three-turn dialogue's turns 0, 1, 2
     assert abs(float(pos.logged[0, 0]) - 0.5) < 0.1 and abs(float(pos.logged[1, 0]) - 0.5) < 0.1
     assert float(pos.logged[2, 0]) > 0.9 and float(pos.logged[3, 0]) > 0.9
+
+
+def test_an_fqe_ensemble_is_the_mean_of_its_members_from_consecutive_seeds():
+    """``fqe.ensemble``: the Q of n fits from seeds seed, seed + 1, ... averaged, at the logged
+    pairs and at the target's samples; its members differ (another start, another Q)."""
+    from enigma.ope.config import FqeConfig
+    from enigma.ope.fqe import fit_turn_q
+    from enigma.ope.turns import TurnFeatures
+
+    gen = torch.Generator().manual_seed(0)
+    n_turns = torch.tensor([1, 2, 3] * 20)
+    t_all = int(n_turns.sum())
+    logged = torch.randn((t_all, 3), generator=gen)
+    turns = TurnFeatures(logged, torch.randn((t_all, 2, 3), generator=gen), torch.ones((t_all, 2), dtype=torch.bool), n_turns)
+    rewards = torch.rand((60, 2), generator=gen).numpy()
+    cfg = FqeConfig(epochs=5, hidden=8)
+    members = [fit_turn_q(turns, rewards, cfg, seed=7 + m) for m in range(3)]
+    assert not torch.allclose(members[0].target, members[1].target)
+    ensemble = fit_turn_q(turns, rewards, cfg.model_copy(update={"ensemble": 3}), seed=7)
+    torch.testing.assert_close(ensemble.logged, torch.stack([m.logged for m in members]).mean(0))
+    torch.testing.assert_close(ensemble.target, torch.stack([m.target for m in members]).mean(0))

@@ -77,7 +77,17 @@ def polyak(target: torch.nn.Module, online: torch.nn.Module, tau: float) -> None
 def fit_turn_q(turns: TurnFeatures, rewards: np.ndarray, cfg: FqeConfig, seed: int, columns: slice | None = None) -> TurnQ:
     """Fit Q by fitted Q evaluation on ``turns`` (only its feature ``columns`` when given) with the
     dialogues' ``rewards`` [N, K] (NaN: unrated) and return it at every real turn's logged pair and
-    target samples.
+    target samples: with ``cfg.ensemble`` > 1, the mean of that many fits from seeds ``seed``,
+    ``seed + 1``, ... (SGD from another start lands on another Q; the mean keeps less of that)."""
+    fits = [_fit_one(turns, rewards, cfg, seed + m, columns) for m in range(cfg.ensemble)]
+    if len(fits) == 1:
+        return fits[0]
+    return TurnQ(torch.stack([f.logged for f in fits]).mean(0), torch.stack([f.target for f in fits]).mean(0),
+                 turns.n_agent_turns)
+
+
+def _fit_one(turns: TurnFeatures, rewards: np.ndarray, cfg: FqeConfig, seed: int, columns: slice | None) -> TurnQ:
+    """One fitted Q evaluation from ``seed``.
 
     Why leave the agreement block out (``fqe.agreement: false``): it describes a logged reply
     relative to the target's, and at the target's own replies it is 1 by construction, a point
