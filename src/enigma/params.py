@@ -71,6 +71,9 @@ class EstimatorEntry(BaseModel):
     dice: dict[str, Any] = {}
     # The encoder ablation: the frozen encoder's model with random weights (seeded by dice.seed).
     random_encoder: bool = False
+    # What the entry is, in a few words: the reports show it in their labels column, so a reader
+    # of a full report knows a studied setting from the default.
+    note: str | None = None
 
 
 def _fill(section: dict, key: str, value: Any) -> None:

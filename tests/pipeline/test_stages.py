@@ -161,3 +161,20 @@ def test_one_estimator_left_to_run_is_shared_by_the_workers_with_the_numbers_of_
     shared = estimates(2)
     assert sorted(shared) == [f"a{k}" for k in range(1, 6)]
     assert shared == estimates(1)
+
+
+def test_an_entrys_note_is_in_the_reports_labels(workspace):
+    """A params entry's ``note`` (what a studied setting is) reaches the report's labels column,
+    beside the labels of its results; an entry without one gets none."""
+    cfg = workspace["cfg"]
+    cfg["estimators"]["enigma-short"] = {"base": "enigma", "note": "a studied setting: fewer steps", "dice": {"steps": 20}}
+    cfg["benchmarks"]["tiny"]["estimators"] = ["enigma", "enigma-short", "experience-mean"]
+    write_params(workspace)
+    for step in ("store", "rollouts", "sample", "train"):
+        _ok(stage(workspace, step, "tiny"))
+    _ok(stage(workspace, "report", "tiny", "--no-track"))
+    s = json.loads((workspace["report"] / "summary.json").read_text())
+    assert s["estimators"]["enigma-short"]["labels"].get("note") == "a studied setting: fewer steps"
+    assert "note" not in s["estimators"]["enigma"]["labels"]
+    html = (workspace["report"] / "index.html").read_text()
+    assert "a studied setting: fewer steps" in html

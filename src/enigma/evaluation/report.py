@@ -232,16 +232,19 @@ def build_report(
     estimators: Sequence[str] | None = None,
     curves: pd.DataFrame | None = None,
     note: str | None = None,
+    estimator_notes: dict[str, str] | None = None,
     progress: bool = True,
 ) -> dict[str, Any]:
     """A benchmark's report from its results folders: every estimator's results (``estimators``:
     only these), ENIGMA's ablation without post-normalisation derived from the same run
     (``<report.enigma_estimator>-unnormalised``), the learning curves found beside the results
-    (or ``curves``) and the note. ``enigma report build`` and the pipeline's report stage both
+    (or ``curves``), the note, and ``estimator_notes`` (what an estimator is, by its display name)
+    in the labels column. ``enigma report build`` and the pipeline's report stage both
     build it here, so they give the same report."""
     cfg = config or ReportConfig()
     table = read_result_dirs(results_dirs, estimators)
     table = with_unnormalised(table, (cfg.enigma_estimator,))
     if curves is None:
         curves = read_curves(list(results_dirs))
-    return write_report(table, truth, benchmark, out_dir, cfg, curves=curves, note=note, progress=progress)
+    info = {name: {"labels": {"note": text}} for name, text in (estimator_notes or {}).items()}
+    return write_report(table, truth, benchmark, out_dir, cfg, curves=curves, estimator_info=info, note=note, progress=progress)

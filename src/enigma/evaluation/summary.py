@@ -91,8 +91,9 @@ def build_summary(
     estimator_info: dict[str, dict[str, Any]] | None = None,
 ) -> tuple[dict[str, Any], dict[str, EstimatorScore]]:
     """The summary of a results table (``results.RESULT_COLUMNS``) against a truth table
-    (``truth.TRUTH_COLUMNS``). ``estimator_info`` may supply ``regime``/``labels`` for
-    estimators whose results table lacks them."""
+    (``truth.TRUTH_COLUMNS``). ``estimator_info`` may supply a ``regime`` for estimators whose
+    results table lacks one, and ``labels`` added to those of its results (e.g. the note of a
+    params entry)."""
     cfg = config or ReportConfig()
     if results.empty:
         raise EvaluationError(f"{benchmark}: the results table is empty")
@@ -144,7 +145,7 @@ def build_summary(
             entry[f"mean_{s}"] = score.means[s]
             entry[f"mean_{s}_ci95"] = score.mean_ci[s]
         entry["regime"] = list(info.get("regime") or _split_set(group["regime"]))
-        entry["labels"] = dict(info.get("labels") or _merge_labels(group["labels"]))
+        entry["labels"] = {**_merge_labels(group["labels"]), **(info.get("labels") or {})}
         entry["n_agents"] = len(score.agents)
         entry["flags"] = list(score.flags)
         stuck = not_converged(group)

@@ -27,8 +27,10 @@ def report(b: Benchmark, params: Params, full: bool = False, progress: bool = Fa
 
     dirs, names = _parts(b, full)
     shown = [build_estimator(n, params).name for n in names]
+    notes = {show: params.estimators[n].note for n, show in zip(names, shown)
+             if n in params.estimators and params.estimators[n].note}
     return build_report(dirs, read_truth(b.truth), b.name, b.report_dir(full), params.report, estimators=shown,
-                        note=b.config.note, progress=progress)
+                        note=b.config.note, estimator_notes=notes, progress=progress)
 
 
 def track(b: Benchmark, params: Params, summary: dict[str, Any], full: bool = False) -> dict[str, Any]:
