@@ -67,6 +67,7 @@ def main() -> None:
 
     from enigma.evaluation.correlation import paired_difference, score_estimator
     from enigma.evaluation.results import read_results
+    from enigma.evaluation.summary import summary_estimates
     from enigma.evaluation.truth import read_truth, truth_wide
     from bench_params import with_dice
     from provenance import code_version
@@ -108,7 +109,7 @@ def main() -> None:
 
         summary = json.loads(subprocess.run(["git", "show", f"{args.committed}:{b.report_dir()}/summary.json"], cwd=REPO,
                                             capture_output=True, text=True, check=True).stdout)
-        old = pd.DataFrame({a: {r: cell["enigma"] for r, cell in per.items()} for a, per in summary["agents"].items()}).T
+        old = summary_estimates(summary, "enigma")
         s = score_estimator("committed", old, truth.loc[old.index], sorted(old.columns))
         scores["committed"] = s
         info["committed"] = {

@@ -16,9 +16,8 @@ import argparse
 import json
 from pathlib import Path
 
-import pandas as pd
-
 from enigma.evaluation.correlation import paired_difference, score_estimator
+from enigma.evaluation.summary import summary_estimates
 
 REFERENCE = "enigma"
 LEFT_OUT = {"enigma-unnormalised"}
@@ -27,13 +26,12 @@ LEFT_OUT = {"enigma-unnormalised"}
 def _scores(summary: dict) -> dict:
     cfg = summary.get("settings", {})  # the report's bootstrap: the same resamples as its own intervals
     ratings = summary["ratings"]
-    truth = pd.DataFrame({a: {r: cells[r]["truth"] for r in ratings} for a, cells in summary["agents"].items()}).T
+    truth = summary_estimates(summary, "truth")
     scores = {}
     for name in summary["estimators"]:
         if name != REFERENCE and (not name.startswith("enigma-") or name in LEFT_OUT):
             continue
-        est = pd.DataFrame({a: {r: cells[r].get(name) for r in ratings} for a, cells in summary["agents"].items()}).T
-        est = est.dropna(how="all").astype(float)
+        est = summary_estimates(summary, name)
         scores[name] = score_estimator(name, est, truth.loc[est.index], ratings,
                                        resamples=cfg.get("bootstrap_resamples", 1000), seed=cfg.get("seed", 0))
     return scores

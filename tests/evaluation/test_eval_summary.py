@@ -11,7 +11,7 @@ import pytest
 from enigma.evaluation.config import ReportConfig
 from enigma.evaluation.errors import EvaluationError
 from enigma.evaluation.report import write_report
-from enigma.evaluation.summary import INTERVAL_KEYS, PER_RATING_KEYS, build_summary, read_summary
+from enigma.evaluation.summary import INTERVAL_KEYS, PER_RATING_KEYS, build_summary, read_summary, summary_estimates
 from enigma.evaluation.truth import check_truth, read_truth, truth_from_store
 
 FAST = ReportConfig(bootstrap_resamples=100, plots=False)
@@ -52,6 +52,11 @@ def test_summary_has_the_issue_shape():
     s2, _ = build_summary(pd.concat([results, extra]), truth, "toy", FAST)
     assert s2["agents_without_truth"] == ["stranger"] and "stranger" not in s2["agents"]
     json.dumps(s, allow_nan=False)  # strict JSON: no NaN anywhere
+    # read back per estimator, as the scripts that pair a summary's rows do
+    back = summary_estimates(s, "enigma")
+    wide = results[results.estimator == "enigma"].pivot(index="agent_id", columns="rating", values="estimate")
+    pd.testing.assert_frame_equal(back.sort_index(), wide.sort_index(), check_names=False)
+    assert summary_estimates(s, "truth").loc["a3", "enjoy"] == pytest.approx(0.45)
 
 
 def test_headline_says_when_enigma_is_not_the_best():

@@ -312,10 +312,8 @@ def grounding_features(reply: str, said: Mentioned) -> list[float]:
     names an airline, so which new facts are wrong is left to the model that reads this block
     with the reply's text beside it; names and numbers apart make that easier. Zeros where the
     reply states none."""
-    out = []
-    for facts in _fact_keys(reply):
-        out.append(len(facts - said.words) / len(facts) if facts else 0.0)
-    return out + [float(bool(facts)) for facts in _fact_keys(reply)]
+    kinds = _fact_keys(reply)  # names, numbers
+    return [len(f - said.words) / len(f) if f else 0.0 for f in kinds] + [float(bool(f)) for f in kinds]
 
 
 def _summarise(current: list[float], history: list[list[float]]) -> list[float]:

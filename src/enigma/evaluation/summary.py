@@ -320,6 +320,14 @@ def headline(
     return " ".join(parts)
 
 
+def summary_estimates(summary: dict[str, Any], name: str) -> pd.DataFrame:
+    """[agent, rating] the estimates of estimator ``name`` in a summary (``"truth"``: the truth),
+    agents without any left out."""
+    table = pd.DataFrame({a: {r: cells.get(r, {}).get(name) for r in summary["ratings"]}
+                          for a, cells in summary["agents"].items()}).T
+    return table.dropna(how="all").astype(float)
+
+
 def write_summary(summary: dict[str, Any], path: str | Path) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

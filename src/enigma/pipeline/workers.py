@@ -19,12 +19,12 @@ PARENT_POLL_S = 1.0
 
 
 def init_worker() -> None:
-    """One torch thread per worker (the workers share the cores; more would oversubscribe them),
-    and exit with the parent."""
+    """Exit with the parent (watched from before torch's import, which takes seconds), and one
+    torch thread per worker (the workers share the cores; more would oversubscribe them)."""
+    exit_with_parent()
     import torch
 
     torch.set_num_threads(1)
-    exit_with_parent()
 
 
 def exit_with_parent(poll_s: float = PARENT_POLL_S) -> threading.Thread:
