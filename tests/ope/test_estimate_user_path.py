@@ -94,6 +94,34 @@ def test_the_doubly_robust_value_through_the_cli_is_exact(tabular_store, tmp_pat
     assert est["diagnostics"][t]["config"]["q_model"] == q["q_model"]
 
 
+def test_an_fqe_ensemble_set_in_the_params_file_averages_the_qs_of_consecutive_seeds(tabular_store, tmp_path):
+    """``fqe.ensemble: 2`` in the user's params file: the command's Q value (the target's Q at
+    the first state, linear in Q) is the mean of the two runs with one Q from ``dice.seed`` 0 and
+    1. onehot features and the exact solver do not depend on the seed, so only the Q moves."""
+    import yaml
+
+    work, t = tabular_store, "soft"
+
+    def q_values(seed: int, ensemble: int) -> dict[str, float]:
+        params = yaml.safe_load(PARAMS.read_text())
+        dice = params["estimators"]["enigma"]["dice"]
+        dice.update(seed=seed, interval_resamples=0, fqe=dict(dice["fqe"], ensemble=ensemble))
+        out = tmp_path / f"seed{seed}-ensemble{ensemble}"
+        out.mkdir()
+        (out / "params.yaml").write_text(yaml.safe_dump(params))
+        r = enigma("estimate", "--experience", work / "store", f"--target={t}=python:enigma.ope.tabular:{t}", "--encoder", "onehot",
+                   "--out", out, "--params", out / "params.yaml", "--cache-dir", work / "cache", "-q")
+        assert r.exit_code == 0, r.output
+        diagnostics = json.loads((out / "estimates.json").read_text())["diagnostics"][t]
+        assert diagnostics["config"]["fqe"]["ensemble"] == ensemble
+        return {rating: v["q"] for rating, v in diagnostics["all"]["values"].items()}
+
+    first, second, both = q_values(0, 1), q_values(1, 1), q_values(0, 2)
+    for rating in RATINGS:
+        assert first[rating] != second[rating], rating  # two seeds, two Qs: otherwise the mean would say nothing
+        assert both[rating] == pytest.approx((first[rating] + second[rating]) / 2, abs=1e-5), (rating, first, second, both)
+
+
 @pytest.mark.parametrize("over, flagged", [({"value": "dr"}, True), ({"value": "dr", "slot_normalise": True}, False),
                                             ({"value": "weighted"}, False)], ids=["dr", "dr-slot-normalised", "weighted"])
 def test_a_doubly_robust_value_from_unbalanced_slots_is_flagged_and_exits_3(tabular_store, tmp_path, over, flagged):
