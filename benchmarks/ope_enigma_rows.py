@@ -15,6 +15,14 @@ stand-ins are compared paired, with the same settings:
     .venv/bin/python benchmarks/ope_enigma_rows.py see2019 --tag stand_ins_see2019 \
         --row 'self-play={"interval_resamples": 0}' --row 'own-chats@see2019-ownchats={"interval_resamples": 0}'
 
+A row given ``--row-params NAME=FILE`` starts from that params file instead: the same benchmark with
+other sample settings and its own ``pipeline.data_dir`` (its store and truth copied, then
+``enigma stage sample <benchmark> --params FILE``), e.g. four target replies per logged state:
+
+    .venv/bin/python benchmarks/ope_enigma_rows.py airline --tag ope_target_samples_airline \
+        --row 'n1={"interval_resamples": 0}' --row 'n4={"interval_resamples": 0}' \
+        --row-params n4=data/work/nsamples4/params.yaml
+
 Output: benchmarks/results/<tag>.md and .json (per row: mean Pearson / Spearman over the ratings
 with 95% intervals, reward Pearson / Spearman, mean spread ratio, runs converged, seconds per
 agent; per row after the first: the paired difference against the first). Results per row stay
@@ -59,6 +67,9 @@ def main() -> None:
     ap.add_argument("--work", type=Path, default=REPO / "data" / "work" / "ope_rows")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--params", type=Path, default=REPO / "params.yaml", help="the params file the rows start from")
+    ap.add_argument("--row-params", action="append", default=[], metavar="NAME=FILE",
+                    help="row NAME starts from this params file instead of --params: other sample settings with "
+                         "their own pipeline.data_dir (same store and truth), e.g. more target replies per state")
     ap.add_argument("--committed", default=None, metavar="GIT_REF",
                     help="also score ENIGMA's estimates in the report summary.json committed at GIT_REF, paired, as row 'committed'")
     args = ap.parse_args()
@@ -76,6 +87,7 @@ def main() -> None:
     from enigma.pipeline.workers import init_worker
 
     base = yaml.safe_load(args.params.read_text())
+    params_of = dict(spec.split("=", 1) for spec in args.row_params)
     rows, targets_of = [], {}
     for spec in args.row:
         name, _, overrides = spec.partition("=")
@@ -87,16 +99,22 @@ def main() -> None:
     for name, overrides in rows:
         d = work / (name if targets_of[name] == args.benchmark else f"{name}@{targets_of[name]}")
         d.mkdir(parents=True, exist_ok=True)
-        (d / "params.yaml").write_text(yaml.safe_dump(with_dice(base, overrides), sort_keys=False))
+        row_base = yaml.safe_load(Path(params_of[name]).read_text()) if name in params_of else base
+        (d / "params.yaml").write_text(yaml.safe_dump(with_dice(row_base, overrides), sort_keys=False))
         jobs.append((name, str(d / "params.yaml"), str(d / "results")))
+    unknown = set(params_of) - {name for name, _ in rows}
+    if unknown:
+        sys.exit(f"--row-params names no row: {sorted(unknown)}")
     # every text into the shared embedding cache once, before the rows' processes read it
     params = Params.load(args.params)
     b = params.benchmark(args.benchmark)
     truth = truth_wide(read_truth(REPO / b.truth))
-    for other in sorted(set(targets_of.values())):
-        ob = params.benchmark(other)
-        if other != args.benchmark and not truth_wide(read_truth(REPO / ob.truth)).equals(truth):
-            sys.exit(f"row targets from {other}: its truth differs from {args.benchmark}'s, so the rows would not be paired")
+    sources = {(other, str(args.params)) for other in targets_of.values()}
+    sources |= {(targets_of[name], path) for name, path in params_of.items()}
+    for other, path in sorted(sources):
+        ob = Params.load(path).benchmark(other)
+        if not truth_wide(read_truth(REPO / ob.truth)).equals(truth):
+            sys.exit(f"row targets from {other} ({path}): its truth differs from {args.benchmark}'s, so the rows would not be paired")
         warm_embeddings(ob, params)
     with ProcessPoolExecutor(args.workers, mp_context=multiprocessing.get_context("spawn"),
                              initializer=init_worker) as pool:
@@ -128,7 +146,8 @@ def main() -> None:
         scores[name] = s
         diag = [json.loads(d).get("all", {}) for d in part.drop_duplicates("agent_id").diagnostics if isinstance(d, str)]
         info[name] = {
-            "overrides": dict(rows)[name], "targets": targets_of[name],
+            "overrides": dict(rows)[name],
+            "targets": targets_of[name] + (f" ({params_of[name]})" if name in params_of else ""),
             "mean_pearson": s.means["pearson"], "mean_pearson_ci95": s.mean_ci["pearson"],
             "mean_spearman": s.means["spearman"], "mean_spearman_ci95": s.mean_ci["spearman"],
             "reward_pearson": s.per_rating["reward"]["pearson"], "reward_spearman": s.per_rating["reward"]["spearman"],
@@ -165,6 +184,10 @@ def main() -> None:
             f"{conv} | {num(x['seconds_per_agent'], '.1f')} |"
         )
     notes = {t: params.benchmark(t).config.note for t in sorted(set(targets_of.values()))}
+    for name, path in params_of.items():
+        sample = Params.load(path).sample
+        notes[f"{targets_of[name]} ({path})"] = (f"{(notes[targets_of[name]] or 'the agents themselves').rstrip('.')}; "
+                                                 f"sample.n_samples {sample.n_samples}, transcripts top_k {sample.agents.transcripts.top_k}")
     lines += ["", "Target actions (each benchmark's note):", ""] + [f"- {t}: {n or 'the agents themselves'}" for t, n in notes.items()]
     lines += ["", f"Paired differences against `{ref}` (mean over ratings):", ""]
     for name in compared:
