@@ -87,13 +87,21 @@ def main() -> None:
     from enigma.pipeline.workers import init_worker
 
     base = yaml.safe_load(args.params.read_text())
-    params_of = dict(spec.split("=", 1) for spec in args.row_params)
+    params_of = {}
+    for spec in args.row_params:
+        name, sep, path = spec.partition("=")
+        if not sep or not Path(path).is_file():
+            sys.exit(f"--row-params {spec!r}: expected NAME=FILE, FILE an existing params file")
+        params_of[name] = path
     rows, targets_of = [], {}
     for spec in args.row:
         name, _, overrides = spec.partition("=")
         name, _, other = name.partition("@")
         rows.append((name, json.loads(overrides)))
         targets_of[name] = other or args.benchmark
+    unknown = set(params_of) - {name for name, _ in rows}
+    if unknown:
+        sys.exit(f"--row-params names no row: {sorted(unknown)}")
     work = args.work / args.benchmark
     jobs = []
     for name, overrides in rows:
@@ -102,9 +110,6 @@ def main() -> None:
         row_base = yaml.safe_load(Path(params_of[name]).read_text()) if name in params_of else base
         (d / "params.yaml").write_text(yaml.safe_dump(with_dice(row_base, overrides), sort_keys=False))
         jobs.append((name, str(d / "params.yaml"), str(d / "results")))
-    unknown = set(params_of) - {name for name, _ in rows}
-    if unknown:
-        sys.exit(f"--row-params names no row: {sorted(unknown)}")
     # every text into the shared embedding cache once, before the rows' processes read it
     params = Params.load(args.params)
     b = params.benchmark(args.benchmark)
