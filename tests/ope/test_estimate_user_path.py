@@ -68,6 +68,39 @@ def test_the_tabular_problem_through_the_cli_is_exact_with_the_default_params(ta
             assert f"{rating}={e:.4f} [{lo:.3f}, {hi:.3f}]" in r.stdout
 
 
+def test_several_replies_per_state_through_the_cli_are_exact(tabular_store, tmp_path):
+    """``enigma estimate --n-samples 3`` (issue 14, direction 3, as a user runs it): every logged
+    agent turn gets three replies of its own from the sampler, and the estimate (today's value and
+    Q) is still the logs' own answer over those draws and the truth within the logs' error."""
+    import pyarrow.compute as pc
+    import yaml
+
+    work, t = tabular_store, "steady"
+    params = yaml.safe_load(PARAMS.read_text())
+    params["estimators"]["enigma"]["dice"].update(interval_resamples=0)
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+    r = enigma("estimate", "--experience", work / "store", f"--target={t}=python:enigma.ope.tabular:{t}", "--encoder", "onehot",
+               "--n-samples", 3, "--out", tmp_path / "out", "--params", tmp_path / "params.yaml", "--cache-dir", work / "cache", "-q")
+    assert r.exit_code == 0, r.output
+    est = json.loads((tmp_path / "out" / "estimates.json").read_text())
+    s = enigma("sample", work / "store", f"python:enigma.ope.tabular:{t}", "--n-samples", 3, "--cache-dir", work / "cache" / "samples",
+               "--params", PARAMS, "-o", tmp_path / "draws.parquet", "-q")
+    assert s.exit_code == 0 and json.loads(s.stdout.strip().splitlines()[-1])["n_called"] == 0, s.output  # the command's draws
+    draws = pq.read_table(tmp_path / "draws.parquet")
+    per_turn = draws.group_by(["dialog_id", "turn_index"]).aggregate([("text", "count")]).column("text_count").to_pylist()
+    assert set(per_turn) == {3}, set(per_turn)
+    store = ExperienceStore.open(work / "store")
+    saddle = certainty_equivalence_value(store, draws)
+    first_only = certainty_equivalence_value(store, draws.filter(pc.equal(draws["sample_index"], 0)))
+    # the check can tell an estimate over every draw from one over the first draw alone
+    assert max(abs(saddle[rating] - first_only[rating]) for rating in RATINGS) > 0.002, (saddle, first_only)
+    exact = reference_problem().mdp.exact_value(reference_problem().targets[t])
+    for rating in RATINGS:
+        e = est["targets"][t][rating]["estimate"]
+        assert abs(e - saddle[rating]) < 0.002, (rating, e, saddle[rating])
+        assert abs(e - exact[rating]) < 0.02, (rating, e, exact[rating])
+
+
 @pytest.mark.parametrize("q", [{"q_model": "lstd"}, {"q_model": "fqe", "fqe": {"agreement": False}}], ids=["lstd", "fqe"])
 def test_the_doubly_robust_value_through_the_cli_is_exact(tabular_store, tmp_path, q):
     """``dice.value: dr`` set in the user's params file, with either Q: the command reports the
