@@ -34,6 +34,10 @@ def table(summary: dict, first: str, second: str) -> str:
         y = truth.loc[agents, r].to_numpy(float)
         xs = {n: e.loc[agents, r].to_numpy(float) for n, e in est.items()}
         point = {n: correlations(x, y)["pearson"] for n, x in xs.items()}
+        for n in (first, second):  # scored as the report scored it, or the table would not be the report's
+            reported = summary["estimators"][n][r]["pearson"]
+            if reported is not None and abs(point[n] - reported) > 1e-9:
+                sys.exit(f"{n} / {r}: Pearson {point[n]:.6f} here, {reported:.6f} in the report (other agents?)")
         diff = bootstrap_stats(xs[first], y, idx)["pearson"] - bootstrap_stats(xs[second], y, idx)["pearson"]
         lo, hi = percentile_interval(diff[np.isfinite(diff)], 0.95)
         cells = [f"{point[n]:+.2f} ({spread_ratio(xs[n], y):.2f})" for n in (first, second)]
