@@ -33,8 +33,6 @@ def main() -> None:
     ap.add_argument("summary", type=Path, nargs="+", help="reports/<benchmark>/summary.json of the same agents")
     ap.add_argument("--estimator", default="enigma")
     ap.add_argument("--against", required=True, help="the other estimator's name as the reports show it")
-    ap.add_argument("--resamples", type=int, default=1000)
-    ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--tag", required=True)
     args = ap.parse_args()
 
@@ -42,9 +40,16 @@ def main() -> None:
     from enigma.evaluation.summary import read_summary, summary_estimates
     from provenance import code_version
 
-    per_report, draws, agents = [], {s: [] for s in STATS}, None
+    per_report, draws, agents, bootstrap = [], {s: [] for s in STATS}, None, None
     for path in args.summary:
         summary = read_summary(path)
+        # each report's own bootstrap, so its paired interval here is the report's; the same in
+        # every report, so one draw is the same sellers everywhere
+        settings = summary.get("settings", {})
+        drawn = (settings.get("bootstrap_resamples", 1000), settings.get("seed", 0))
+        if bootstrap is not None and drawn != bootstrap:
+            sys.exit(f"{path}: bootstrap {drawn} (resamples, seed), not {args.summary[0]}'s {bootstrap}")
+        bootstrap = drawn
         truth = summary_estimates(summary, "truth")
         scores = {}
         for name in (args.estimator, args.against):
@@ -52,7 +57,7 @@ def main() -> None:
             if est.empty:
                 sys.exit(f"{path}: no estimates of {name!r} (estimators: {', '.join(summary['estimators'])})")
             scores[name] = score_estimator(name, est, truth.loc[est.index], list(summary["ratings"]),
-                                           resamples=args.resamples, seed=args.seed)
+                                           resamples=bootstrap[0], seed=bootstrap[1])
         a, b = scores[args.estimator], scores[args.against]
         if a.agents != b.agents:
             sys.exit(f"{path}: {args.estimator} and {args.against} were scored on different agents")
@@ -78,7 +83,7 @@ def main() -> None:
     fmt = lambda x: f"{x['difference']:+.3f} [{x['ci95'][0]:+.3f}, {x['ci95'][1]:+.3f}]"  # noqa: E731
     lines = [f"# {args.estimator} against {args.against}, per report and pooled over the reports", "",
              f"`{cmd}` (code: {code})", "",
-             f"Mean over ratings; {args.resamples} bootstrap resamples of the {len(agents)} agents (seed {args.seed}), "
+             f"Mean over ratings; {bootstrap[0]} bootstrap resamples of the {len(agents)} agents (seed {bootstrap[1]}), "
              "the same agents in every report, so per-report intervals are the reports' own paired ones and the pooled "
              "one resamples the agents jointly.", "",
              f"| report | {args.estimator} mean Pearson | {args.against} | difference [95% CI] | mean Spearman difference |",

@@ -103,6 +103,8 @@ def main() -> None:
     unknown = set(params_of) - {name for name, _ in rows}
     if unknown:
         sys.exit(f"--row-params names no row: {sorted(unknown)}")
+    # where each row's target actions come from, as the tables name it
+    source = {name: targets_of[name] + (f" ({params_of[name]})" if name in params_of else "") for name, _ in rows}
     work = args.work / args.benchmark
     jobs = []
     for name, overrides in rows:
@@ -112,13 +114,14 @@ def main() -> None:
         (d / "params.yaml").write_text(yaml.safe_dump(with_dice(row_base, overrides), sort_keys=False))
         jobs.append((name, str(d / "params.yaml"), str(d / "results")))
     # every text into the shared embedding cache once, before the rows' processes read it
-    params = Params.load(args.params)
+    loaded = {path: Params.load(path) for path in {str(args.params), *params_of.values()}}
+    params = loaded[str(args.params)]
     b = params.benchmark(args.benchmark)
     truth = truth_wide(read_truth(REPO / b.truth))
     sources = {(other, str(args.params)) for other in targets_of.values()}
     sources |= {(targets_of[name], path) for name, path in params_of.items()}
     for other, path in sorted(sources):
-        ob = Params.load(path).benchmark(other)
+        ob = loaded[path].benchmark(other)
         if not truth_wide(read_truth(REPO / ob.truth)).equals(truth):
             sys.exit(f"row targets from {other} ({path}): its truth differs from {args.benchmark}'s, so the rows would not be paired")
         warm_embeddings(ob, params)
@@ -153,7 +156,7 @@ def main() -> None:
         diag = [json.loads(d).get("all", {}) for d in part.drop_duplicates("agent_id").diagnostics if isinstance(d, str)]
         info[name] = {
             "overrides": dict(rows)[name],
-            "targets": targets_of[name] + (f" ({params_of[name]})" if name in params_of else ""),
+            "targets": source[name],
             "mean_pearson": s.means["pearson"], "mean_pearson_ci95": s.mean_ci["pearson"],
             "mean_spearman": s.means["spearman"], "mean_spearman_ci95": s.mean_ci["spearman"],
             "reward_pearson": s.per_rating["reward"]["pearson"], "reward_spearman": s.per_rating["reward"]["spearman"],
@@ -194,8 +197,8 @@ def main() -> None:
         )
     notes = {t: params.benchmark(t).config.note for t in sorted(set(targets_of.values()))}
     for name, path in params_of.items():
-        sample = Params.load(path).sample
-        notes[f"{targets_of[name]} ({path})"] = (f"{(notes[targets_of[name]] or 'the agents themselves').rstrip('.')}; "
+        sample = loaded[path].sample
+        notes[source[name]] = (f"{(notes[targets_of[name]] or 'the agents themselves').rstrip('.')}; "
                                                  f"sample.n_samples {sample.n_samples}, transcripts top_k {sample.agents.transcripts.top_k}")
     lines += ["", "Target actions (each benchmark's note):", ""] + [f"- {t}: {n or 'the agents themselves'}" for t, n in notes.items()]
     lines += ["", f"Paired differences against `{ref}` (mean over ratings):", ""]
