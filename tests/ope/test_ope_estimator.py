@@ -184,7 +184,7 @@ def test_random_features_need_fixed_features_and_leave_saved_results_alone():
 
 
 def test_position_settings_at_their_defaults_leave_saved_results_alone():
-    """turn_interactions, fqe.position, dr_slot_tol and grounding came after results were saved:
+    """turn_interactions, fqe.position, dr_slot_tol, grounding and reply_measures came after results were saved:
     at their defaults the fingerprint omits them; set, it changes (dr_slot_tol only where the
     value is dr)."""
     with pytest.raises(ValueError, match="turn_interactions"):
@@ -192,9 +192,9 @@ def test_position_settings_at_their_defaults_leave_saved_results_alone():
     base = DiceConfig.preset("exact_nu", value="dr", q_model="fqe")
     saved = json.loads(EnigmaEstimator(base).fingerprint())["dice"]
     assert "turn_interactions" not in saved and "position" not in saved["fqe"] and "dr_slot_tol" not in saved
-    assert "grounding" not in saved
+    assert "grounding" not in saved and "reply_measures" not in saved
     for update in ({"turn_interactions": True}, {"fqe": base.fqe.model_copy(update={"position": True})}, {"dr_slot_tol": 0.5},
-                   {"grounding": True}):
+                   {"grounding": True}, {"reply_measures": True}):
         assert EnigmaEstimator(base.model_copy(update=update)).fingerprint() != EnigmaEstimator(base).fingerprint(), update
     weighted = DiceConfig.preset("exact_nu")
     assert EnigmaEstimator(weighted.model_copy(update={"dr_slot_tol": 0.5})).fingerprint() == EnigmaEstimator(weighted).fingerprint()

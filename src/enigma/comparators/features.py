@@ -10,13 +10,13 @@
 - ``relatedness``: cosine between the embeddings of a reply and of the user turn before it.
 - ``length``: words per reply.
 
-Each is a dialogue-level mean over the scored agent turns.
+Each is a dialogue-level mean over the scored agent turns. The per-reply pieces (words, bigrams,
+the repetition shares) are ``enigma.reply_measures``, which ENIGMA's ``dice.reply_measures`` reads too.
 """
 
 from __future__ import annotations
 
 import math
-import re
 from collections import Counter
 from dataclasses import dataclass
 from typing import Iterable, Protocol, Sequence
@@ -24,6 +24,7 @@ from typing import Iterable, Protocol, Sequence
 import numpy as np
 
 from enigma.comparators.dialogues import AgentDialogue
+from enigma.reply_measures import bigrams, internal_repetition, last_user_turn, overlap_share, words
 
 FEATURES: tuple[str, ...] = (
     "self_repetition",
@@ -37,33 +38,8 @@ FEATURES: tuple[str, ...] = (
 # features that need no text encoder (cheap; the default for SPE's extra inputs)
 TEXT_ONLY_FEATURES = tuple(f for f in FEATURES if f != "relatedness")
 
-_WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
-
-
 class Embedder(Protocol):
     def embed(self, texts: list[str]) -> np.ndarray: ...
-
-
-def words(text: str) -> list[str]:
-    return _WORD.findall(text.lower())
-
-
-def bigrams(tokens: Sequence[str]) -> list[tuple[str, str]]:
-    return list(zip(tokens, tokens[1:]))
-
-
-def overlap_share(grams: list, seen: set) -> float:
-    """Share of ``grams`` (with multiplicity) found in ``seen``; 0 for an empty list."""
-    if not grams:
-        return 0.0
-    return sum(g in seen for g in grams) / len(grams)
-
-
-def internal_repetition(tokens: Sequence[str]) -> float:
-    grams = bigrams(tokens)
-    if not grams:
-        return 0.0
-    return 1.0 - len(set(grams)) / len(grams)
 
 
 @dataclass
@@ -144,7 +120,7 @@ class FeatureExtractor:
                 if any_agent_before:
                     self_rep.append(overlap_share(grams, said))
                 int_rep.append(internal_repetition(tokens))
-                prev_user = next((d.turns[j] for j in range(i - 1, -1, -1) if d.turns[j].role == "user"), None)
+                prev_user = last_user_turn(d.turns[:i])
                 partner.append(overlap_share(grams, set(bigrams(words(prev_user.text)))) if prev_user else 0.0)
                 question.append(1.0 if "?" in turn.text else 0.0)
                 if "specificity" in names:

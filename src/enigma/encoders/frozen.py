@@ -19,10 +19,12 @@ A block with nothing to show (no such turn, or a blank utterance, e.g. the empty
 turn of dialogues that the agent opens) is zeros. ``e`` is the mean-pooled, L2-normalised
 sentence embedding; the summary block is a mean of unit vectors, not renormalised.
 
-Two optional blocks follow, outside any projection (``passthrough_dim``): ``grounding``
-(``grounding_features``: how much of what the reply asserts, its numbers and names, the dialogue had
-not mentioned before it; a property of the pair itself) and ``agreement`` (``agreement_features``:
-how far the logged dialogue has followed the target so far).
+Three optional blocks follow, outside any projection (``passthrough_dim``), in this order:
+``grounding`` (``grounding_features``: how much of what the reply asserts, its numbers and names,
+the dialogue had not mentioned before it), ``reply_measures`` (``enigma.reply_measures``: how much
+of the reply repeats the agent's earlier turns, itself or the user's last turn, whether it asks,
+its length), both properties of the pair itself, and ``agreement`` (``agreement_features``: how
+far the logged dialogue has followed the target so far).
 
 ``blocks`` selects the state blocks (all four by default; e.g. ``("last_user", "position")`` for a
 smaller vector: the reply block is always there).
@@ -46,6 +48,7 @@ from torch import nn
 
 from enigma.encoders.base import DialogueActions, PairEncoder, pad_rows, rows_of
 from enigma.encoders.text_cache import EmbeddingCache
+from enigma.reply_measures import REPLY_MEASURES_DIM, agent_bigrams, reply_measures
 
 
 # The state blocks, in the order they follow the reply embedding.
@@ -73,6 +76,8 @@ class FrozenPrepared:
     agreement: torch.Tensor | None = None
     # [T, 1 + S, GROUNDING_DIM] grounding features, laid out the same way; None without the block
     grounding: torch.Tensor | None = None
+    # [T, 1 + S, REPLY_MEASURES_DIM] the replies' measures, laid out the same way; None without the block
+    reply_measures: torch.Tensor | None = None
 
     def __len__(self) -> int:
         return int(self.n_agent_turns.shape[0])
@@ -96,6 +101,7 @@ class FrozenPairEncoder(PairEncoder):
         blocks: tuple[str, ...] = STATE_BLOCKS,
         agreement: bool = False,
         grounding: bool = False,
+        reply_measures: bool = False,
     ) -> None:
         super().__init__()
         if position_buckets < 1:
@@ -115,9 +121,11 @@ class FrozenPairEncoder(PairEncoder):
         self.projection = nn.Linear(self.feature_dim, projection_dim) if projection_dim else None
         self.agreement = agreement
         self.grounding = grounding
-        # the grounding and agreement features stay outside any projection (the trainer's PCA
-        # included), in that order; grounding, like the text, describes the pair alone
-        self.pair_passthrough_dim = GROUNDING_DIM if grounding else 0
+        self.reply_measures = reply_measures
+        # the grounding, reply-measure and agreement features stay outside any projection (the
+        # trainer's PCA included), in that order; the first two, like the text, describe the pair
+        # alone, so the fitted Q reads them with the text (``pair_passthrough_dim``)
+        self.pair_passthrough_dim = (GROUNDING_DIM if grounding else 0) + (REPLY_MEASURES_DIM if reply_measures else 0)
         self.passthrough_dim = self.pair_passthrough_dim + (AGREEMENT_DIM if agreement else 0)
         self.dim = (projection_dim or self.feature_dim) + self.passthrough_dim
 
@@ -139,14 +147,23 @@ class FrozenPairEncoder(PairEncoder):
         position = torch.zeros(t_all, dtype=torch.long)
         target_valid = torch.zeros((t_all, s_max), dtype=torch.bool)
         grounded = torch.zeros((t_all, 1 + s_max, GROUNDING_DIM)) if self.grounding else None
+        measured = torch.zeros((t_all, 1 + s_max, REPLY_MEASURES_DIM)) if self.reply_measures else None
         # earlier-history summaries: per turn row the text rows to average
         summary_members: list[list[int]] = []
         r = 0
         for d in dialogues:
             _check(d, max_agent_turns)
             said = Mentioned()
+            agent_said: set = set()  # the agent's bigrams before turn t
+            seen = 0
             for k, t in enumerate(d.agent_turns):
                 history = d.turns[:t]
+                if measured is not None:
+                    agent_said |= agent_bigrams(d.turns[seen:t])
+                    seen = t
+                    measured[r, 0] = torch.tensor(reply_measures(d.turns[t].text, history, agent_said))
+                    for s, reply in enumerate(d.target_replies[k]):
+                        measured[r, 1 + s] = torch.tensor(reply_measures(reply, history, agent_said))
                 if grounded is not None:
                     said.extend(history)
                     grounded[r, 0] = torch.tensor(grounding_features(d.turns[t].text, said))
@@ -180,7 +197,7 @@ class FrozenPairEncoder(PairEncoder):
             texts_of = [""] + texts  # row -> text (row 0 is the blank)
             agree = agreement_features(table[: len(base)], texts_of, logged, target, target_valid, lengths)
         return FrozenPrepared(table, lengths, max_agent_turns, logged, target, last_user, prev_agent, summary, position,
-                              target_valid, agree, grounded)
+                              target_valid, agree, grounded, measured)
 
     def turn_rows(self, prepared: FrozenPrepared, index: torch.Tensor, n_agent_turns: torch.Tensor | None = None
                   ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -207,6 +224,10 @@ class FrozenPairEncoder(PairEncoder):
             ground = prepared.grounding[r].to(logged.device)  # [T, 1 + S, G]
             logged = torch.cat([logged, ground[:, 0]], dim=-1)
             target = torch.cat([target, ground[:, 1:]], dim=-1)
+        if prepared.reply_measures is not None:
+            measures = prepared.reply_measures[r].to(logged.device)  # [T, 1 + S, M]
+            logged = torch.cat([logged, measures[:, 0]], dim=-1)
+            target = torch.cat([target, measures[:, 1:]], dim=-1)
         if prepared.agreement is not None:
             agree = prepared.agreement[r].to(logged.device)  # [T, 1 + S, A]
             logged = torch.cat([logged, agree[:, 0]], dim=-1)

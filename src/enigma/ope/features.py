@@ -95,7 +95,7 @@ class Features:
         self.dim = encoder.dim
         # the leading columns that describe the pair's text (not the agreement block, not random features)
         self.text_dim = encoder.dim - getattr(encoder, "passthrough_dim", 0)
-        # the pair's own passthrough columns (grounding), which follow the text's: with it, what
+        # the pair's own passthrough columns (grounding, reply measures), which follow the text's: with it, what
         # the fqe Q reads when it leaves the agreement block out
         self.pair_dim = getattr(encoder, "pair_passthrough_dim", 0)
         if not self.trainable:
