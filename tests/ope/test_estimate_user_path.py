@@ -210,51 +210,30 @@ def test_the_position_settings_reach_the_features_from_the_params_file(tmp_path)
     assert width == 2 * plain + 1, width
 
 
-def test_grounding_set_in_the_params_file_reaches_the_heads(tmp_path):
-    """``dice.grounding`` in the user's params file (frozen sentence vectors, a ``python:`` agent
-    sampled by the command): the saved heads read the grounding block beside the PCA and
-    agreement blocks, and the run records the setting."""
+@pytest.mark.parametrize("setting", ["grounding", "reply_measures"])
+def test_a_pair_block_set_in_the_params_file_reaches_the_heads(tmp_path, setting):
+    """``dice.grounding`` or ``dice.reply_measures`` in the user's params file (frozen sentence
+    vectors, a ``python:`` agent sampled by the command): the saved heads read that block beside
+    the PCA and agreement blocks, and the run records the setting."""
     import torch
     import yaml
 
     from enigma.encoders.frozen import AGREEMENT_DIM, GROUNDING_DIM
-
-    store = T.write_tiny_store(tmp_path / "store", n_dialogues=12, agents=("a1", "a2"))
-    params = yaml.safe_load(PARAMS.read_text())
-    dice = params["estimators"]["enigma"]["dice"]
-    dice.update(grounding=True, interval_resamples=0)
-    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
-    r = enigma("estimate", "--experience", store, "--target", "t=python:enigma.agents.examples:echo", "--out", tmp_path / "out",
-               "--params", tmp_path / "params.yaml", "--cache-dir", tmp_path / "cache", "-q")
-    assert r.exit_code in (0, 3), r.output  # 3: a dozen dialogues may leave the solver short; the features are what is checked
-    config = json.loads((tmp_path / "out" / "estimates.json").read_text())["diagnostics"]["t"]["config"]
-    assert config["grounding"] is True
-    heads = torch.load(next((tmp_path / "out" / "results").rglob("t.heads.pt")), weights_only=False)
-    assert heads.zeta_net[-1].in_features == dice["project_dim"] + GROUNDING_DIM + AGREEMENT_DIM
-
-
-def test_reply_measures_set_in_the_params_file_reach_the_heads(tmp_path):
-    """``dice.reply_measures`` in the user's params file (frozen sentence vectors, a ``python:``
-    agent sampled by the command): the saved heads read the block beside the PCA and agreement
-    blocks, and the run records the setting."""
-    import torch
-    import yaml
-
-    from enigma.encoders.frozen import AGREEMENT_DIM
     from enigma.reply_measures import REPLY_MEASURES_DIM
 
     store = T.write_tiny_store(tmp_path / "store", n_dialogues=12, agents=("a1", "a2"))
     params = yaml.safe_load(PARAMS.read_text())
     dice = params["estimators"]["enigma"]["dice"]
-    dice.update(reply_measures=True, interval_resamples=0)
+    dice.update({setting: True, "interval_resamples": 0})
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
     r = enigma("estimate", "--experience", store, "--target", "t=python:enigma.agents.examples:echo", "--out", tmp_path / "out",
                "--params", tmp_path / "params.yaml", "--cache-dir", tmp_path / "cache", "-q")
     assert r.exit_code in (0, 3), r.output  # 3: a dozen dialogues may leave the solver short; the features are what is checked
     config = json.loads((tmp_path / "out" / "estimates.json").read_text())["diagnostics"]["t"]["config"]
-    assert config["reply_measures"] is True and config["grounding"] is False
+    assert {k: config[k] for k in ("grounding", "reply_measures")} == {k: k == setting for k in ("grounding", "reply_measures")}
+    block = {"grounding": GROUNDING_DIM, "reply_measures": REPLY_MEASURES_DIM}[setting]
     heads = torch.load(next((tmp_path / "out" / "results").rglob("t.heads.pt")), weights_only=False)
-    assert heads.zeta_net[-1].in_features == dice["project_dim"] + REPLY_MEASURES_DIM + AGREEMENT_DIM
+    assert heads.zeta_net[-1].in_features == dice["project_dim"] + block + AGREEMENT_DIM
 
 
 def test_a_run_that_did_not_converge_is_flagged_and_exits_3(tmp_path):
