@@ -6,6 +6,8 @@ ratings a lead comes from.
 One row per rating: each estimator's Pearson and spread ratio, and the first minus the second
 with a 95% interval over the report's own bootstrap resamples of the agents (the same agent sets
 for both estimators and every rating, as the report draws them: ``enigma.evaluation.correlation``).
+Two last rows: the mean Pearson and the mean Spearman over the ratings, paired the same way (the
+report's ranking statistic and its headline's comparison).
 """
 
 from __future__ import annotations
@@ -14,7 +16,15 @@ import argparse
 import sys
 from pathlib import Path
 
-from enigma.evaluation.correlation import bootstrap_indices, bootstrap_stats, correlations, percentile_interval, spread_ratio
+from enigma.evaluation.correlation import (
+    bootstrap_indices,
+    bootstrap_stats,
+    correlations,
+    paired_difference,
+    percentile_interval,
+    score_estimator,
+    spread_ratio,
+)
 from enigma.evaluation.summary import read_summary, summary_estimates
 
 
@@ -40,6 +50,13 @@ def table(summary: dict, first: str, second: str) -> str:
         lo, hi = percentile_interval(diff, 0.95)  # over the finite draws
         cells = [f"{point[n]:+.2f} ({spread_ratio(xs[n], y):.2f})" for n in (first, second)]
         lines.append(f"| {r} | {cells[0]} | {cells[1]} | {point[first] - point[second]:+.2f} [{lo:+.2f}, {hi:+.2f}] |")
+    scores = [score_estimator(n, est[n].loc[agents], truth.loc[agents], summary["ratings"],
+                              resamples=cfg.get("bootstrap_resamples", 1000), seed=cfg.get("seed", 0)) for n in (first, second)]
+    for stat in ("pearson", "spearman"):
+        d = paired_difference(scores[0], scores[1], stat, 0.95)
+        lo, hi = d["ci95"]
+        lines.append(f"| mean {stat.title()} over ratings | {scores[0].means[stat]:+.3f} | {scores[1].means[stat]:+.3f} | "
+                     f"{d['difference']:+.3f} [{lo:+.3f}, {hi:+.3f}] |")
     return "\n".join(lines)
 
 
