@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -27,8 +26,9 @@ LONG = ("Hello there, how are you doing today my friend? I have been reading a v
         "history of sailing ships and the sea, and I cannot put it down.")
 
 
-def mean_pearson(entry: dict) -> float:
-    return statistics.mean(v["pearson"] for v in entry.values() if isinstance(v, dict) and "pearson" in v)
+def mean_pearsons(summary: dict) -> dict[str, float]:
+    """Each estimator's mean Pearson over the ratings, as the report ranks it."""
+    return {row["estimator"]: row["mean_pearson"] for row in summary["ranking"]}
 
 
 def batch_dependence(model: str) -> float:
@@ -47,12 +47,9 @@ def main() -> None:
     ap.add_argument("--model", default="minilm", help="the sentence encoder of the batch check")
     ap.add_argument("--tag", required=True, help="writes benchmarks/results/<tag>.md")
     args = ap.parse_args()
-    old = json.loads(subprocess.check_output(["git", "show", f"{args.rev}:{args.summary}"]))["estimators"]
-    new = json.loads(Path(args.summary).read_text())["estimators"]
-    rows = []
-    for name in sorted(set(old) & set(new)):
-        a, b = mean_pearson(old[name]), mean_pearson(new[name])
-        rows.append((abs(b - a), name, a, b))
+    old = mean_pearsons(json.loads(subprocess.check_output(["git", "show", f"{args.rev}:{args.summary}"])))
+    new = mean_pearsons(json.loads(Path(args.summary).read_text()))
+    rows = [(abs(new[name] - old[name]), name, old[name], new[name]) for name in sorted(set(old) & set(new))]
     rows.sort(key=lambda r: (-r[0], r[1]))
     moved = [r for r in rows if r[0] >= 1e-6]
     drift = batch_dependence(args.model)
