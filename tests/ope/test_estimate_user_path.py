@@ -194,6 +194,9 @@ def test_the_position_settings_reach_the_features_from_the_params_file(tmp_path)
     import torch
     import yaml
 
+    from enigma.encoders.frozen import AGREEMENT_DIM
+    from enigma.reply_measures import REPLY_MEASURES_DIM
+
     store = T.write_tiny_store(tmp_path / "store", n_dialogues=12, agents=("a1", "a2"))
     params = yaml.safe_load(PARAMS.read_text())
     dice = params["estimators"]["enigma"]["dice"]
@@ -206,7 +209,9 @@ def test_the_position_settings_reach_the_features_from_the_params_file(tmp_path)
     assert config["turn_interactions"] is True and config["fqe"]["position"] is True
     heads = torch.load(next((tmp_path / "out" / "results").rglob("t.heads.pt")), weights_only=False)
     width = heads.zeta_net[-1].in_features
-    plain = dice["project_dim"] + 15  # the whitened PCA block and the agreement block (docs/estimator.md)
+    # the whitened PCA block, the reply-measure block (a default) and the agreement block (docs/estimator.md)
+    plain = dice["project_dim"] + REPLY_MEASURES_DIM + AGREEMENT_DIM
+    assert dice["reply_measures"] is True
     assert width == 2 * plain + 1, width
 
 
@@ -224,7 +229,8 @@ def test_a_pair_block_set_in_the_params_file_reaches_the_heads(tmp_path, setting
     store = T.write_tiny_store(tmp_path / "store", n_dialogues=12, agents=("a1", "a2"))
     params = yaml.safe_load(PARAMS.read_text())
     dice = params["estimators"]["enigma"]["dice"]
-    dice.update({setting: True, "interval_resamples": 0})
+    # the setting on and the other block off, whatever the shipped defaults are
+    dice.update({"grounding": setting == "grounding", "reply_measures": setting == "reply_measures", "interval_resamples": 0})
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
     r = enigma("estimate", "--experience", store, "--target", "t=python:enigma.agents.examples:echo", "--out", tmp_path / "out",
                "--params", tmp_path / "params.yaml", "--cache-dir", tmp_path / "cache", "-q")
