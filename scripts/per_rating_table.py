@@ -16,15 +16,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from enigma.evaluation.correlation import (
-    bootstrap_indices,
-    bootstrap_stats,
-    correlations,
-    paired_difference,
-    percentile_interval,
-    score_estimator,
-    spread_ratio,
-)
+from enigma.evaluation.correlation import bootstrap_indices, bootstrap_stats, paired_difference, percentile_interval, score_estimator
 from enigma.evaluation.summary import read_summary, summary_estimates
 
 
@@ -36,26 +28,33 @@ def table(summary: dict, first: str, second: str) -> str:
         if e.empty:
             sys.exit(f"no estimates of {n!r} in the report (estimators: {', '.join(summary['estimators'])})")
     agents = sorted(set(truth.index) & set(est[first].index) & set(est[second].index))
-    idx = bootstrap_indices(len(agents), cfg.get("bootstrap_resamples", 1000), cfg.get("seed", 0))
+    resamples, seed = cfg.get("bootstrap_resamples", 1000), cfg.get("seed", 0)
+    # scored as the report scores them: the per-rating points and spreads and the paired means
+    scores = {n: score_estimator(n, e.loc[agents], truth.loc[agents], summary["ratings"], resamples=resamples, seed=seed)
+              for n, e in est.items()}
+    for n, score in scores.items():
+        if score.agents != agents:
+            sys.exit(f"{n}: no estimate or truth for some rating of agent(s) {score.missing_agents}; the pairing needs every agent")
+    idx = bootstrap_indices(len(agents), resamples, seed)  # the agent sets score_estimator resampled
     lines = [f"| rating | {first} Pearson (spread) | {second} Pearson (spread) | difference [95% CI] |", "|---|---|---|---|"]
     for r in summary["ratings"]:
         y = truth.loc[agents, r].to_numpy(float)
-        xs = {n: e.loc[agents, r].to_numpy(float) for n, e in est.items()}
-        point = {n: correlations(x, y)["pearson"] for n, x in xs.items()}
-        for n in (first, second):  # scored as the report scored it, or the table would not be the report's
+        point = {n: score.per_rating[r]["pearson"] for n, score in scores.items()}
+        for n in (first, second):  # or the table would not be the report's
             reported = summary["estimators"][n][r]["pearson"]
             if reported is not None and abs(point[n] - reported) > 1e-9:
                 sys.exit(f"{n} / {r}: Pearson {point[n]:.6f} here, {reported:.6f} in the report (other agents?)")
-        diff = bootstrap_stats(xs[first], y, idx)["pearson"] - bootstrap_stats(xs[second], y, idx)["pearson"]
+        # per-rating draws are not kept by score_estimator (only the means'), so the paired
+        # difference per rating is drawn here on the same agent sets
+        diff = (bootstrap_stats(est[first].loc[agents, r].to_numpy(float), y, idx)["pearson"]
+                - bootstrap_stats(est[second].loc[agents, r].to_numpy(float), y, idx)["pearson"])
         lo, hi = percentile_interval(diff, 0.95)  # over the finite draws
-        cells = [f"{point[n]:+.2f} ({spread_ratio(xs[n], y):.2f})" for n in (first, second)]
+        cells = [f"{point[n]:+.2f} ({scores[n].per_rating[r]['spread_ratio']:.2f})" for n in (first, second)]
         lines.append(f"| {r} | {cells[0]} | {cells[1]} | {point[first] - point[second]:+.2f} [{lo:+.2f}, {hi:+.2f}] |")
-    scores = [score_estimator(n, est[n].loc[agents], truth.loc[agents], summary["ratings"],
-                              resamples=cfg.get("bootstrap_resamples", 1000), seed=cfg.get("seed", 0)) for n in (first, second)]
     for stat in ("pearson", "spearman"):
-        d = paired_difference(scores[0], scores[1], stat, 0.95)
+        d = paired_difference(scores[first], scores[second], stat, 0.95)
         lo, hi = d["ci95"]
-        lines.append(f"| mean {stat.title()} over ratings | {scores[0].means[stat]:+.3f} | {scores[1].means[stat]:+.3f} | "
+        lines.append(f"| mean {stat.title()} over ratings | {scores[first].means[stat]:+.3f} | {scores[second].means[stat]:+.3f} | "
                      f"{d['difference']:+.3f} [{lo:+.3f}, {hi:+.3f}] |")
     return "\n".join(lines)
 
