@@ -194,7 +194,7 @@ def test_the_position_settings_reach_the_features_from_the_params_file(tmp_path)
     import torch
     import yaml
 
-    from enigma.encoders.frozen import AGREEMENT_DIM
+    from enigma.encoders.frozen import AGREEMENT_DIM, GROUNDING_DIM
     from enigma.reply_measures import REPLY_MEASURES_DIM
 
     store = T.write_tiny_store(tmp_path / "store", n_dialogues=12, agents=("a1", "a2"))
@@ -209,9 +209,9 @@ def test_the_position_settings_reach_the_features_from_the_params_file(tmp_path)
     assert config["turn_interactions"] is True and config["fqe"]["position"] is True
     heads = torch.load(next((tmp_path / "out" / "results").rglob("t.heads.pt")), weights_only=False)
     width = heads.zeta_net[-1].in_features
-    # the whitened PCA block, the reply-measure block (a default) and the agreement block (docs/estimator.md)
-    plain = dice["project_dim"] + REPLY_MEASURES_DIM + AGREEMENT_DIM
-    assert dice["reply_measures"] is True
+    # the whitened PCA block, the reply-measure and grounding blocks (defaults) and the agreement block (docs/estimator.md)
+    plain = dice["project_dim"] + REPLY_MEASURES_DIM + GROUNDING_DIM + AGREEMENT_DIM
+    assert dice["reply_measures"] is True and dice["grounding"] is True
     assert width == 2 * plain + 1, width
 
 
