@@ -70,6 +70,27 @@ def test_headline_says_when_enigma_is_not_the_best():
     assert "ENIGMA is the best estimator here" in s["headline"] and "ahead of bleu by" in s["headline"]
 
 
+def test_headline_when_only_enigmas_own_settings_rank_above_it():
+    """A full report ranks ENIGMA's studied settings beside it; when only those lead, the headline
+    says ENIGMA leads the other estimators (paired with the best of them) and how many of its own
+    settings rank above it, rather than that it is not the best. One other estimator above it, and
+    it is not the best again."""
+    results, truth = _tables({"enigma-wide": 0.005, "enigma": 0.05, "ridge": 0.3, "bleu": 0.5})
+    s, _ = build_summary(results, truth, "toy", FAST)
+    assert [r["estimator"] for r in s["ranking"]] == ["enigma-wide", "enigma", "ridge", "bleu"]
+    assert "NOT the best" not in s["headline"]
+    assert "ENIGMA is the best estimator here that is not one of its own settings: it ranks 2 of 4" in s["headline"]
+    assert "ahead of ridge by" in s["headline"] and "1 of its own settings rank above it; enigma-wide leads by" in s["headline"]
+    pair = s["comparison"]["enigma_vs_best_other"]
+    assert (pair["first"], pair["other"]) == ("enigma", "ridge") and pair["difference"] > 0
+    assert s["comparison"]["first_vs_enigma"]["first"] == "enigma-wide"
+    results, truth = _tables({"enigma-wide": 0.005, "ridge": 0.01, "enigma": 0.3})
+    s, _ = build_summary(results, truth, "toy", FAST)
+    assert [r["estimator"] for r in s["ranking"]] == ["enigma-wide", "ridge", "enigma"]
+    assert "ENIGMA is NOT the best estimator on this benchmark: it ranks 3 of 3" in s["headline"]
+    assert "enigma_vs_best_other" not in s["comparison"]
+
+
 def test_collapsed_estimator_is_flagged_in_the_summary():
     results, truth = _tables({"enigma": 0.01})
     tw = truth.pivot(index="agent_id", columns="rating", values="value")
