@@ -269,6 +269,11 @@ def best_other(ranking: list[str], enigma: str) -> str | None:
     return next((n for n in ranking if n != enigma and not is_enigma_setting(n, enigma)), None)
 
 
+def only_own_settings_above(ranking: list[str], enigma: str) -> bool:
+    """Whether every estimator ranked above ENIGMA is one of its own settings (none above: true)."""
+    return all(is_enigma_setting(n, enigma) for n in ranking[: ranking.index(enigma)])
+
+
 def _comparisons(ranking: list[str], scores: dict[str, EstimatorScore], cfg: ReportConfig) -> dict[str, Any]:
     stat = cfg.rank_by[len("mean_") :]
     out: dict[str, Any] = {}
@@ -284,7 +289,7 @@ def _comparisons(ranking: list[str], scores: dict[str, EstimatorScore], cfg: Rep
         # Only ENIGMA's own settings above it: the question a user asks of a full report is
         # whether ENIGMA beats the other estimators, so pair it with the best of those as well.
         other = best_other(ranking, enigma)
-        if other is not None and ranking.index(enigma) < ranking.index(other):
+        if other is not None and only_own_settings_above(ranking, enigma):
             d = paired_difference(scores[enigma], scores[other], stat, cfg.confidence)
             if d is not None:
                 out["enigma_vs_best_other"] = {"first": enigma, "other": other, "stat": cfg.rank_by, **d}
@@ -332,8 +337,7 @@ def headline(
         e = scores[enigma]
         d = comparison.get("first_vs_enigma")
         gap = f"; {ranking[0]} leads by {_fmt(d['difference'])} ({_fmt_ci(d['ci95'])})" if d else ""
-        above = ranking[: pos - 1]
-        if all(is_enigma_setting(n, enigma) for n in above):
+        if only_own_settings_above(ranking, enigma):
             # only its own studied settings rank above it: ENIGMA still leads the other estimators
             other = comparison.get("enigma_vs_best_other")
             lead = (f", ahead of {other['other']} by {_fmt(other['difference'])} ({_fmt_ci(other['ci95'])}, paired)"
@@ -341,7 +345,7 @@ def headline(
             parts.append(
                 f"ENIGMA is the best estimator here that is not one of its own settings: it ranks {pos} of "
                 f"{len(ranking)} with {_fmt(e.means[stat])} ({_fmt_ci(e.mean_ci[stat])}){lead}. "
-                f"{len(above)} of its own settings rank above it{gap}."
+                f"{pos - 1} of its own settings rank above it{gap}."
             )
         else:
             parts.append(
