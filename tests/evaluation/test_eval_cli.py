@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pandas as pd
 from typer.testing import CliRunner
 
@@ -71,3 +72,30 @@ def test_paper_spe_defaults_to_the_repositorys_data_and_says_where_it_looked(tmp
     assert out.exit_code == 2, out.output
     assert "data/raw/see2019_convai2_humaneval: See 2019 data folder not found" in out.output
     assert "--data-dir" in out.output
+
+
+def test_report_build_and_show_say_when_only_enigmas_own_settings_lead(tmp_path):
+    """Through the user's commands (``report build`` from a results file, then ``report show``):
+    a full report whose only rows above ENIGMA are its own settings says that ENIGMA leads the
+    other estimators, not that it is not the best."""
+    rng = np.random.default_rng(0)
+    noise = {"enigma-wide": 0.005, "enigma": 0.05, "ridge": 0.3, "bleu": 0.5}
+    truth, results = [], []
+    for i in range(10):
+        for r in ("enjoy", "fluency"):
+            t = 0.3 + 0.05 * i + (0.1 if r == "fluency" else 0.0)
+            truth.append({"agent_id": f"a{i}", "rating": r, "value": t})
+            results += [{"estimator": n, "agent_id": f"a{i}", "rating": r, "estimate": t + rng.normal(0, sd),
+                         "regime": "replies-at-logged-states"} for n, sd in noise.items()]
+    pd.DataFrame(results).to_csv(tmp_path / "results.csv", index=False)
+    pd.DataFrame(truth).to_csv(tmp_path / "truth.csv", index=False)
+    params = tmp_path / "params.yaml"
+    params.write_text("report:\n  bootstrap_resamples: 50\n  plots: false\n")
+    out = runner.invoke(app, ["report", "build", "--results", str(tmp_path / "results.csv"), "--benchmark", "toy",
+                              "--truth", str(tmp_path / "truth.csv"), "--out", str(tmp_path / "reports"), "--params", str(params)])
+    assert out.exit_code == 0, out.output
+    shown = runner.invoke(app, ["report", "show", str(tmp_path / "reports" / "toy" / "summary.json")])
+    assert shown.exit_code == 0, shown.output
+    text = " ".join(shown.output.split())  # the terminal may wrap the sentence
+    assert "ENIGMA is the best estimator here that is not one of its own settings: it ranks 2 of 4" in text
+    assert "ahead of ridge by" in text and "1 of its own settings rank above it" in text and "NOT the best" not in text
