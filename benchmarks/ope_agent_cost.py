@@ -8,6 +8,7 @@ compared too, so a speed change that moves the numbers shows.
     .venv/bin/python benchmarks/ope_agent_cost.py see2019 --ref HEAD --agents 6 --tag ope_agent_cost_see2019
     .venv/bin/python benchmarks/ope_agent_cost.py see2019 --dice '{"q_model": "fqe"}' --tag ope_fqe_cost_see2019
     .venv/bin/python benchmarks/ope_agent_cost.py see2019 --ref HEAD~1 --dice '{"q_model": "fqe"}' --dice-both --tag T
+    .venv/bin/python benchmarks/ope_agent_cost.py see2019 --ref HEAD~1 --agent ID --agent ID2 --tag T   # named agents, e.g. the slowest
 
 Output: benchmarks/results/<tag>.{md,json}: per agent and version the seconds of the whole
 estimate and of its parts (the solve, the fitted Q when there is one, the bootstrap interval),
@@ -98,6 +99,8 @@ def main() -> None:
     ap.add_argument("benchmark")
     ap.add_argument("--ref", default="HEAD", help="the code compared against (a git ref)")
     ap.add_argument("--agents", type=int, default=6, help="the first this many held-out agents")
+    ap.add_argument("--agent", action="append", default=[], metavar="ID",
+                    help="measure this held-out agent (repeatable; instead of the first --agents), e.g. the slowest in a rebuild's log")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--params", type=Path, default=REPO / "params.yaml")
     ap.add_argument("--dice", default=None, metavar="JSON", help="this tree's arm: overrides of estimators.enigma.dice")
@@ -110,7 +113,11 @@ def main() -> None:
     from enigma.params import Params, load_yaml
     from enigma.pipeline.store import heldout_agents
 
-    agents = heldout_agents(Params.load(args.params).benchmark(args.benchmark))[0][: args.agents]
+    heldout = heldout_agents(Params.load(args.params).benchmark(args.benchmark))[0]
+    unknown = [a for a in args.agent if a not in heldout]
+    if unknown:
+        ap.error(f"--agent {unknown[0]!r} is not a held-out agent of {args.benchmark}")
+    agents = args.agent or heldout[: args.agents]
     sha = subprocess.run(["git", "rev-parse", "--short", args.ref], cwd=REPO, capture_output=True, text=True, check=True).stdout.strip()
     rows = []
     with tempfile.TemporaryDirectory(dir=REPO.parent) as tmp:
