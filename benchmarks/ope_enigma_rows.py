@@ -26,7 +26,7 @@ other sample settings and its own ``pipeline.data_dir`` (its store and truth cop
 Output: benchmarks/results/<tag>.md and .json (per row: mean Pearson / Spearman over the ratings
 with 95% intervals, reward Pearson / Spearman, mean spread ratio, runs converged, seconds per
 agent as each agent's result recorded them when it was computed; per row after the first: the
-paired difference against the first). Results per row stay under ``--work`` so a rerun reuses
+paired difference against the first; ``--pair A:B``: row A minus row B as well). Results per row stay under ``--work`` so a rerun reuses
 them, with their cost.
 """
 
@@ -71,6 +71,8 @@ def main() -> None:
     ap.add_argument("--row-params", action="append", default=[], metavar="NAME=FILE",
                     help="row NAME starts from this params file instead of --params: other sample settings with "
                          "their own pipeline.data_dir (same store and truth), e.g. more target replies per state")
+    ap.add_argument("--pair", action="append", default=[], metavar="A:B",
+                    help="also give row A minus row B, paired (e.g. two rows that differ in one setting)")
     ap.add_argument("--committed", default=None, metavar="GIT_REF",
                     help="also score ENIGMA's estimates in the report summary.json committed at GIT_REF, paired, as row 'committed'")
     args = ap.parse_args()
@@ -172,6 +174,13 @@ def main() -> None:
     compared = [n for n in scores if n != ref]
     for name in compared:
         info[name]["minus_" + ref] = {st: paired_difference(scores[name], scores[ref], st, 0.95) for st in ("pearson", "spearman")}
+    pairs = []
+    for spec in args.pair:
+        a, sep, b_ = spec.partition(":")
+        if not sep or a not in scores or b_ not in scores:
+            sys.exit(f"--pair {spec!r}: expected A:B, two row names of {sorted(scores)}")
+        pairs.append((a, b_))
+        info[a]["minus_" + b_] = {st: paired_difference(scores[a], scores[b_], st, 0.95) for st in ("pearson", "spearman")}
     shown = ([("committed", info["committed"]["overrides"])] if args.committed else []) + rows
 
     cmd = shlex.join([".venv/bin/python", "benchmarks/ope_enigma_rows.py", *sys.argv[1:]])
@@ -206,6 +215,12 @@ def main() -> None:
         for st, p in info[name]["minus_" + ref].items():
             if p:
                 lines.append(f"- {name} minus {ref}, mean {st}: {p['difference']:+.3f} [{p['ci95'][0]:+.3f}, {p['ci95'][1]:+.3f}]")
+    if pairs:
+        lines += ["", "Other pairs (mean over ratings):", ""]
+    for a, b_ in pairs:
+        for st, p in info[a]["minus_" + b_].items():
+            if p:
+                lines.append(f"- {a} minus {b_}, mean {st}: {p['difference']:+.3f} [{p['ci95'][0]:+.3f}, {p['ci95'][1]:+.3f}]")
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / f"{args.tag}.json").write_text(json.dumps({"reproduce": cmd, "code": code, "rows": info}, indent=1, default=float) + "\n")
     (RESULTS / f"{args.tag}.md").write_text("\n".join(lines) + "\n")
