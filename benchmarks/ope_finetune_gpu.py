@@ -17,6 +17,11 @@ machine) and reuses these results instead of recomputing them:
 finished by then are missing from the results and a rerun computes only those. Writes
 ``--timing`` (JSON): the device, the row, each benchmark's wall time and agents done, and each
 agent's seconds as its result recorded them; ``--gpu-log`` samples nvidia-smi's utilisation.
+
+Memory: 8 processes (``--workers 4`` on two benchmarks) at the preset's ``eval_batch_size`` of 512
+peaked at 132 GiB on an H200 (``benchmarks/results/ope_finetune_gpu.json``), about 17 GiB each, where
+a training step at batch 64 needs about 2. On an 80 GiB card run fewer processes, or give the row a
+smaller ``eval_batch_size`` (a setting of the row: its results are then new ones).
 """
 
 from __future__ import annotations
