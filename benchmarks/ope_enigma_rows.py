@@ -163,6 +163,7 @@ def main() -> None:
             "mean_spearman": s.means["spearman"], "mean_spearman_ci95": s.mean_ci["spearman"],
             "reward_pearson": s.per_rating["reward"]["pearson"], "reward_spearman": s.per_rating["reward"]["spearman"],
             "mean_spread_ratio": float(pd.Series([s.per_rating[r]["spread_ratio"] for r in ratings]).mean()),
+            "pearson_per_rating": {r: s.per_rating[r]["pearson"] for r in ratings},
             "converged": sum(bool(d.get("converged")) for d in diag), "agents": len(s.agents),
             "failed_agents": int(part.loc[part.error.notna(), "agent_id"].nunique()) if "error" in part else 0,
             # as each agent's result recorded it when computed, so a row reused from an earlier run
