@@ -24,14 +24,14 @@ from pathlib import Path
 
 import numpy as np
 
+from enigma.resampling import percentile_interval
+
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "benchmarks" / "results"
 
 
 def endpoint_noise(draws: np.ndarray, b: int, repeats: int, level: float, rng: np.random.Generator) -> dict[str, float]:
     """Endpoints' Monte Carlo sd (as shares of the all-draws width) and mean width ratio at B = b."""
-    from enigma.resampling import percentile_interval
-
     full = percentile_interval(draws, level)
     width = full[1] - full[0]
     ends = np.array([percentile_interval(rng.choice(draws, size=b, replace=True), level) for _ in range(repeats)])

@@ -47,13 +47,14 @@ REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "benchmarks" / "results"
 
 
-def _one_row(benchmark: str, params_path: str, results_dir: str) -> float:
+def _one_row(benchmark: str, params_path: str, results_dir: str, share: tuple[int, int] = (0, 1)) -> float:
+    """One row's held-out agents (``share``: every n-th from the i-th) into ``results_dir``; seconds."""
     from enigma.params import Params
     from enigma.pipeline.train import train_estimator
 
     t0 = time.perf_counter()
     params = Params.load(params_path)
-    failures = train_estimator(params.benchmark(benchmark), params, "enigma", results_dir=results_dir)
+    failures = train_estimator(params.benchmark(benchmark), params, "enigma", results_dir=results_dir, share=share)
     if failures:
         print(f"{params_path}: {failures} agent(s) failed", flush=True)
     return time.perf_counter() - t0
@@ -83,7 +84,7 @@ def main() -> None:
     from enigma.evaluation.results import read_results
     from enigma.evaluation.summary import summary_estimates
     from enigma.evaluation.truth import read_truth, truth_wide
-    from bench_params import with_dice
+    from bench_params import write_row_params
     from provenance import code_version
     from enigma.params import Params
     from enigma.pipeline.train import warm_embeddings
@@ -111,10 +112,8 @@ def main() -> None:
     jobs = []
     for name, overrides in rows:
         d = work / (name if targets_of[name] == args.benchmark else f"{name}@{targets_of[name]}")
-        d.mkdir(parents=True, exist_ok=True)
         row_base = yaml.safe_load(Path(params_of[name]).read_text()) if name in params_of else base
-        (d / "params.yaml").write_text(yaml.safe_dump(with_dice(row_base, overrides), sort_keys=False))
-        jobs.append((name, str(d / "params.yaml"), str(d / "results")))
+        jobs.append((name, str(write_row_params(d, row_base, overrides)), str(d / "results")))
     # every text into the shared embedding cache once, before the rows' processes read it
     loaded = {path: Params.load(path) for path in {str(args.params), *params_of.values()}}
     params = loaded[str(args.params)]
@@ -172,15 +171,14 @@ def main() -> None:
             "wall_seconds_per_agent": seconds[name] / max(part.agent_id.nunique(), 1),  # failed agents took their time too
         }
     ref = rows[0][0]
-    compared = [n for n in scores if n != ref]
-    for name in compared:
-        info[name]["minus_" + ref] = {st: paired_difference(scores[name], scores[ref], st, 0.95) for st in ("pearson", "spearman")}
     pairs = []
     for spec in args.pair:
         a, sep, b_ = spec.partition(":")
         if not sep or a not in scores or b_ not in scores:
             sys.exit(f"--pair {spec!r}: expected A:B, two row names of {sorted(scores)}")
         pairs.append((a, b_))
+    against_ref = [(n, ref) for n in scores if n != ref]
+    for a, b_ in against_ref + pairs:
         info[a]["minus_" + b_] = {st: paired_difference(scores[a], scores[b_], st, 0.95) for st in ("pearson", "spearman")}
     shown = ([("committed", info["committed"]["overrides"])] if args.committed else []) + rows
 
@@ -211,17 +209,14 @@ def main() -> None:
         notes[source[name]] = (f"{(notes[targets_of[name]] or 'the agents themselves').rstrip('.')}; "
                                                  f"sample.n_samples {sample.n_samples}, transcripts top_k {sample.agents.transcripts.top_k}")
     lines += ["", "Target actions (each benchmark's note):", ""] + [f"- {t}: {n or 'the agents themselves'}" for t, n in notes.items()]
-    lines += ["", f"Paired differences against `{ref}` (mean over ratings):", ""]
-    for name in compared:
-        for st, p in info[name]["minus_" + ref].items():
-            if p:
-                lines.append(f"- {name} minus {ref}, mean {st}: {p['difference']:+.3f} [{p['ci95'][0]:+.3f}, {p['ci95'][1]:+.3f}]")
-    if pairs:
-        lines += ["", "Other pairs (mean over ratings):", ""]
-    for a, b_ in pairs:
-        for st, p in info[a]["minus_" + b_].items():
-            if p:
-                lines.append(f"- {a} minus {b_}, mean {st}: {p['difference']:+.3f} [{p['ci95'][0]:+.3f}, {p['ci95'][1]:+.3f}]")
+    for title, listed in ((f"Paired differences against `{ref}` (mean over ratings):", against_ref),
+                          ("Other pairs (mean over ratings):", pairs)):
+        if listed or listed is against_ref:  # the reference's heading stands even alone
+            lines += ["", title, ""]
+        for a, b_ in listed:
+            for st, p in info[a]["minus_" + b_].items():
+                if p:
+                    lines.append(f"- {a} minus {b_}, mean {st}: {p['difference']:+.3f} [{p['ci95'][0]:+.3f}, {p['ci95'][1]:+.3f}]")
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / f"{args.tag}.json").write_text(json.dumps({"reproduce": cmd, "code": code, "rows": info}, indent=1, default=float) + "\n")
     (RESULTS / f"{args.tag}.md").write_text("\n".join(lines) + "\n")

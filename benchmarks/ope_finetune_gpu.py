@@ -43,16 +43,6 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "benchmarks"))
 
 
-def _share(benchmark: str, params_path: str, results_dir: str, share: tuple[int, int]) -> tuple[str, int, float]:
-    from enigma.params import Params
-    from enigma.pipeline.train import train_estimator
-
-    t0 = time.perf_counter()
-    params = Params.load(params_path)
-    failures = train_estimator(params.benchmark(benchmark), params, "enigma", results_dir=results_dir, share=share)
-    return benchmark, failures, time.perf_counter() - t0
-
-
 def _device() -> dict:
     import torch
 
@@ -74,9 +64,10 @@ def main() -> None:
     ap.add_argument("--gpu-log", type=Path, default=None)
     args = ap.parse_args()
 
-    from bench_params import with_dice
+    from bench_params import write_row_params
     from enigma.evaluation.results import read_results
     from enigma.pipeline.workers import init_worker
+    from ope_enigma_rows import _one_row  # the same row run, so the results are the scoring half's
 
     name, _, overrides = args.row.partition("=")
     overrides = json.loads(overrides)
@@ -84,9 +75,8 @@ def main() -> None:
     jobs = []
     for b in args.benchmarks:
         d = args.work / b / name
-        d.mkdir(parents=True, exist_ok=True)
-        (d / "params.yaml").write_text(yaml.safe_dump(with_dice(base, overrides), sort_keys=False))
-        jobs += [(b, str(d / "params.yaml"), str(d / "results"), (i, args.workers)) for i in range(args.workers)]
+        path = write_row_params(d, base, overrides)
+        jobs += [(b, str(path), str(d / "results"), (i, args.workers)) for i in range(args.workers)]
     smi = None
     if args.gpu_log:
         smi = subprocess.Popen(["nvidia-smi", "--query-gpu=timestamp,utilization.gpu,memory.used", "--format=csv", "-l", "5"],
@@ -94,13 +84,10 @@ def main() -> None:
     t0 = time.perf_counter()
     wall: dict[str, float] = {}
     pool = ProcessPoolExecutor(len(jobs), mp_context=multiprocessing.get_context("spawn"), initializer=init_worker)
-    futures = [pool.submit(_share, *job) for job in jobs]
+    futures = {pool.submit(_one_row, *job): job[0] for job in jobs}  # each share's benchmark
     done, pending = wait(futures, timeout=args.deadline_s)
     for f in done:
-        b, failures, seconds = f.result()
-        wall[b] = max(wall.get(b, 0.0), seconds)
-        if failures:
-            print(f"{b}: {failures} agent(s) failed", flush=True)
+        wall[futures[f]] = max(wall.get(futures[f], 0.0), f.result())
     if pending:
         print(f"deadline: {len(pending)} share(s) stopped unfinished after {time.perf_counter() - t0:.0f}s", flush=True)
         for p in multiprocessing.active_children():
