@@ -311,3 +311,35 @@ def test_an_fqe_ensemble_is_the_mean_of_its_members_from_consecutive_seeds():
     ensemble = fit_turn_q(turns, rewards, cfg.model_copy(update={"ensemble": 3}), seed=7)
     torch.testing.assert_close(ensemble.logged, torch.stack([m.logged for m in members]).mean(0))
     torch.testing.assert_close(ensemble.target, torch.stack([m.target for m in members]).mean(0))
+
+
+def test_a_standardised_fqe_q_does_not_depend_on_a_ratings_units():
+    """``fqe.standardise``: the Q is fitted to each rating over its spread and mapped back, so
+    rescaling one rating (a * r + b, a > 0; here to a twentieth of its spread, as a 0/1 rating
+    divided by 4 sits beside ratings of 1 to 4) rescales that rating's Q and leaves the others'
+    alone. In raw units it does not: the shared layers serve the rating of large spread."""
+    from enigma.ope.config import FqeConfig
+    from enigma.ope.fqe import fit_turn_q
+    from enigma.ope.turns import TurnFeatures
+
+    gen = torch.Generator().manual_seed(0)
+    n_turns = torch.tensor([1, 2, 3] * 20)
+    t_all = int(n_turns.sum())
+    turns = TurnFeatures(torch.randn((t_all, 3), generator=gen), torch.randn((t_all, 2, 3), generator=gen),
+                         torch.ones((t_all, 2), dtype=torch.bool), n_turns)
+    rewards = torch.rand((60, 2), generator=gen).numpy()
+    rewards[3, 1] = np.nan  # an unrated dialogue stays unrated
+    rescaled = rewards.copy()
+    rescaled[:, 1] = 0.05 * rewards[:, 1] + 0.2
+    cfg = FqeConfig(epochs=5, hidden=8, standardise=True)
+    q, q2 = fit_turn_q(turns, rewards, cfg, seed=3), fit_turn_q(turns, rescaled, cfg, seed=3)
+    for a, b in ((q.logged, q2.logged), (q.target, q2.target)):
+        torch.testing.assert_close(b[:, 0], a[:, 0], atol=1e-5, rtol=0)
+        torch.testing.assert_close(b[:, 1], 0.05 * a[:, 1] + 0.2, atol=1e-5, rtol=0)
+    raw = cfg.model_copy(update={"standardise": False})
+    r, r2 = fit_turn_q(turns, rewards, raw, seed=3), fit_turn_q(turns, rescaled, raw, seed=3)
+    assert not torch.allclose(r2.logged[:, 0], r.logged[:, 0], atol=1e-4)
+    constant = rewards.copy()
+    constant[:, 1] = 0.5  # no spread: no division by 0, and the Q is that rating
+    c = fit_turn_q(turns, constant, cfg, seed=3)
+    torch.testing.assert_close(c.logged[:, 1], torch.full((t_all,), 0.5, dtype=c.logged.dtype))

@@ -22,7 +22,7 @@ RANDOM_FEATURE_DEFAULTS = {"random_features": 0, "random_features_scale": 1.0}
 # guard only flags): left out of a fingerprint while at them
 LATER_DEFAULTS = {"turn_interactions": False, "dr_slot_tol": 0.1, "grounding": False, "reply_measures": False}
 Q_MODEL_FIELDS = frozenset({"q_model", "fqe"})  # left out of a fingerprint while q_model is lstd or the value weighted
-FQE_DEFAULTS = {"project_dim": None, "position": False, "ensemble": 1}  # fqe fields left out of a fingerprint at these values (results saved before them stay valid)
+FQE_DEFAULTS = {"project_dim": None, "position": False, "ensemble": 1, "standardise": False}  # fqe fields left out of a fingerprint at these values (results saved before them stay valid)
 
 
 class FqeConfig(BaseModel):
@@ -41,6 +41,7 @@ class FqeConfig(BaseModel):
     pessimism_passes: int = Field(0, ge=0, description="Bellman targets: the min over this many dropout passes (the comparator's 5); 0 = the mean network")
     position: bool = Field(False, description="the Q reads the turn's index in its dialogue too (the pair's features describe one turn, not how far the dialogue has gone)")
     ensemble: int = Field(1, ge=1, description="fit this many Qs from consecutive seeds and use their mean (less of the SGD's run-to-run noise)")
+    standardise: bool = Field(False, description="fit each rating in units of its own spread over the logs (false: raw units, so a rating of small spread, e.g. a 0/1 rating divided by 4, shapes the shared hidden layer little)")
     project_dim: int | None = Field(None, ge=1, description="frozen encoders: the Q reads its own whitened PCA of the pair's text vectors to this many dims (at or above their width: the vectors themselves); null: the heads' text columns")
 
 

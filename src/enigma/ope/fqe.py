@@ -112,6 +112,11 @@ def _fit_one(turns: TurnFeatures, rewards: np.ndarray, cfg: FqeConfig, seed: int
     x_logged, x_target = (logged - mean) / std, (target - mean) / std
     terminal = turn + 1 == n_turns[dialogue]
     ratings = torch.as_tensor(rewards, dtype=torch.float32)  # [N, K], NaN: unrated
+    # the loss sums the ratings' squared errors, so the shared hidden layer serves the ratings of
+    # large spread; in units of each rating's spread every rating counts alike. With no
+    # discounting the Bellman targets are affine in the ratings, so the Q maps back exactly
+    centre, scale = _rating_units(ratings) if cfg.standardise else (torch.zeros(k), torch.ones(k))
+    ratings = (ratings - centre) / scale
     r = ratings[dialogue]  # [T, K], used at terminal rows
     # Q is an expected rating, so it lies in the ratings' range whatever the policy: targets and
     # outputs are held there, so the network's guess at a pair the logs never took cannot feed
@@ -156,9 +161,20 @@ def _fit_one(turns: TurnFeatures, rewards: np.ndarray, cfg: FqeConfig, seed: int
             polyak(slow, q, cfg.tau)
     q.eval()
     with torch.no_grad():
-        q_logged = q(x_logged).clamp(low, high)
+        q_logged = q(x_logged).clamp(low, high) * scale + centre
+    q_target = target_mean(q) * scale + centre
     device = turns.logged.device
-    return TurnQ(q_logged.double().to(device), target_mean(q).double().to(device), turns.n_agent_turns)
+    return TurnQ(q_logged.double().to(device), q_target.double().to(device), turns.n_agent_turns)
+
+
+def _rating_units(ratings: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """[K] each rating's mean and standard deviation over ``ratings`` [N, K] (NaN: unrated); 0 and
+    1 for a rating nobody gave, sd 1 where every rating is the same."""
+    seen = ~torch.isnan(ratings)
+    n = seen.sum(0).clamp(min=1)
+    centre = torch.nan_to_num(ratings).sum(0) / n
+    sd = torch.sqrt(((torch.nan_to_num(ratings - centre)) ** 2 * seen).sum(0) / n)
+    return centre, torch.where(sd > 1e-8, sd, torch.ones_like(sd))
 
 
 def q_range(ratings: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
