@@ -12,7 +12,10 @@ compared too, so a speed change that moves the numbers shows.
 
 Output: benchmarks/results/<tag>.{md,json}: per agent and version the seconds of the whole
 estimate and of its parts (the solve, the fitted Q when there is one, the bootstrap interval),
-their ratio, and the largest difference between the two versions' estimates.
+their ratio, the largest difference between the two versions' estimates, and of the interval:
+its refits that stopped at ``dice.interval_steps``, their mean Newton steps, and the largest move
+of an end as a share of the ref's width (e.g. ``--dice '{"interval_steps": 400}'``: does the
+cap cut the interval short?).
 """
 
 from __future__ import annotations
@@ -78,8 +81,11 @@ def worker(benchmark: str, agent: str, params_path: str, threads: int) -> None:
         t0 = time.perf_counter()
         rows = estimate_agent(b, est, agent, targets, store, None, out)
         seconds = time.perf_counter() - t0
+    boot = json.loads(rows[0].get("diagnostics") or "{}").get("all", {}).get("bootstrap", {})
     print(json.dumps({"seconds": seconds, "parts": parts, "estimates": {r["rating"]: r["estimate"] for r in rows},
-                      "intervals": {r["rating"]: [r.get("interval_low"), r.get("interval_high")] for r in rows}}))
+                      "intervals": {r["rating"]: [r.get("interval_low"), r.get("interval_high")] for r in rows},
+                      # the refits: how many stopped at dice.interval_steps short of interval_tol
+                      "bootstrap": {k: boot.get(k) for k in ("resamples", "unconverged", "mean_iterations", "mass_gap_max")}}))
 
 
 def run_one(src: Path, benchmark: str, agent: str, params: Path, threads: int) -> dict:
@@ -135,10 +141,11 @@ def main() -> None:
                 got = {name: run_one(src, args.benchmark, agent, ref_params if name == "ref" else new_params, args.threads)
                        for name, src in order}
                 diff = max(abs(got["new"]["estimates"][r] - got["ref"]["estimates"][r]) for r in got["ref"]["estimates"])
-                ends = [abs(a - b) for r in got["ref"]["intervals"]
-                        for a, b in zip(got["new"]["intervals"][r], got["ref"]["intervals"][r]) if a is not None and b is not None]
+                ends = [(abs(a - b), abs(a - b) / (hi - lo)) for r, (lo, hi) in got["ref"]["intervals"].items() if lo is not None and hi > lo
+                        for a, b in zip(got["new"]["intervals"][r], (lo, hi)) if a is not None]
                 rows.append({"agent": agent, "ref": got["ref"], "new": got["new"], "max_estimate_diff": diff,
-                             "max_interval_end_diff": max(ends) if ends else None})
+                             "max_interval_end_diff": max(e[0] for e in ends) if ends else None,
+                             "max_interval_end_diff_over_width": max(e[1] for e in ends) if ends else None})
                 print(f"{agent}: ref {got['ref']['seconds']:.1f}s, new {got['new']['seconds']:.1f}s, "
                       f"largest estimate difference {diff:.2e}", flush=True)
         finally:
@@ -170,12 +177,20 @@ def main() -> None:
              f"{summary['max_estimate_diff']:.1e}"
              + (f"; between their interval ends: {summary['max_interval_end_diff']:.1e}." if summary["max_interval_end_diff"] is not None else ".")
              + "", "",
-             "| agent | ref s | new s | new / ref | " + " | ".join(f"{n} ref / new" for n in names) + " |",
-             "|---|---|---|---|" + "---|" * len(names)]
+             "| agent | ref s | new s | new / ref | " + " | ".join(f"{n} ref / new" for n in names)
+             + " | refits at the step cap, ref / new | mean steps a refit, ref / new | largest interval end move / width |",
+             "|---|---|---|---|" + "---|" * len(names) + "---|---|---|"]
+
+    def pair(r: dict, key: str, fmt: str) -> str:
+        v = [r[arm]["bootstrap"].get(key) for arm in ("ref", "new")]
+        return " / ".join("n/a" if x is None else format(x, fmt) for x in v)
+
     for r in rows:
         cells = [f"{r['ref']['parts'].get(n, 0):.1f} / {r['new']['parts'].get(n, 0):.1f}" for n in names]
+        move = r["max_interval_end_diff_over_width"]
         lines.append(f"| {r['agent']} | {r['ref']['seconds']:.1f} | {r['new']['seconds']:.1f} | "
-                     f"{r['new']['seconds'] / r['ref']['seconds']:.2f} | " + " | ".join(cells) + " |")
+                     f"{r['new']['seconds'] / r['ref']['seconds']:.2f} | " + " | ".join(cells)
+                     + f" | {pair(r, 'unconverged', 'd')} | {pair(r, 'mean_iterations', '.1f')} | {'n/a' if move is None else f'{move:.3f}'} |")
     (RESULTS / f"{args.tag}.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 

@@ -170,10 +170,8 @@ def _fit_one(turns: TurnFeatures, rewards: np.ndarray, cfg: FqeConfig, seed: int
 def _rating_units(ratings: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """[K] each rating's mean and standard deviation over ``ratings`` [N, K] (NaN: unrated); 0 and
     1 for a rating nobody gave, sd 1 where every rating is the same."""
-    seen = ~torch.isnan(ratings)
-    n = seen.sum(0).clamp(min=1)
-    centre = torch.nan_to_num(ratings).sum(0) / n
-    sd = torch.sqrt(((torch.nan_to_num(ratings - centre)) ** 2 * seen).sum(0) / n)
+    centre = torch.nan_to_num(torch.nanmean(ratings, 0))
+    sd = torch.nan_to_num(torch.nanmean((ratings - centre) ** 2, 0).sqrt())
     return centre, torch.where(sd > 1e-8, sd, torch.ones_like(sd))
 
 
