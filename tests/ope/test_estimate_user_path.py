@@ -131,18 +131,19 @@ def test_the_doubly_robust_value_through_the_cli_is_exact(tabular_store, tmp_pat
 
 
 def test_an_fqe_ensemble_set_in_the_params_file_averages_the_qs_of_consecutive_seeds(tabular_store, tmp_path):
-    """``fqe.ensemble: 2`` in the user's params file: the command's Q value (the target's Q at
-    the first state, linear in Q) is the mean of the two runs with one Q from ``dice.seed`` 0 and
-    1. onehot features and the exact solver do not depend on the seed, so only the Q moves."""
+    """``fqe.ensemble: 2`` with ``fqe.linear_members: 1`` in the user's params file: the command's
+    Q value (the target's Q at the first state, linear in Q) is the mean of the two runs with one Q,
+    a plain one from ``dice.seed`` 0 and one with the linear path from 1. onehot features and the
+    exact solver do not depend on the seed, so only the Q moves."""
     import yaml
 
     work, t = tabular_store, "soft"
 
-    def q_values(seed: int, ensemble: int) -> dict[str, float]:
+    def q_values(seed: int, ensemble: int, linear: int) -> dict[str, float]:
         params = yaml.safe_load(PARAMS.read_text())
         dice = params["estimators"]["enigma"]["dice"]
-        dice.update(seed=seed, interval_resamples=0, fqe=dict(dice["fqe"], ensemble=ensemble))
-        out = tmp_path / f"seed{seed}-ensemble{ensemble}"
+        dice.update(seed=seed, interval_resamples=0, fqe=dict(dice["fqe"], ensemble=ensemble, linear_members=linear))
+        out = tmp_path / f"seed{seed}-ensemble{ensemble}-linear{linear}"
         out.mkdir()
         (out / "params.yaml").write_text(yaml.safe_dump(params))
         r = enigma("estimate", "--experience", work / "store", f"--target={t}=python:enigma.ope.tabular:{t}", "--encoder", "onehot",
@@ -152,7 +153,7 @@ def test_an_fqe_ensemble_set_in_the_params_file_averages_the_qs_of_consecutive_s
         assert diagnostics["config"]["fqe"]["ensemble"] == ensemble
         return {rating: v["q"] for rating, v in diagnostics["all"]["values"].items()}
 
-    first, second, both = q_values(0, 1), q_values(1, 1), q_values(0, 2)
+    first, second, both = q_values(0, 1, 0), q_values(1, 1, 1), q_values(0, 2, 1)
     for rating in RATINGS:
         assert first[rating] != second[rating], rating  # two seeds, two Qs: otherwise the mean would say nothing
         assert both[rating] == pytest.approx((first[rating] + second[rating]) / 2, abs=1e-5), (rating, first, second, both)

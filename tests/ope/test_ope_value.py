@@ -343,3 +343,76 @@ def test_a_standardised_fqe_q_does_not_depend_on_a_ratings_units():
     constant[:, 1] = 0.5  # no spread: no division by 0, and the Q is that rating
     c = fit_turn_q(turns, constant, cfg, seed=3)
     torch.testing.assert_close(c.logged[:, 1], torch.full((t_all,), 0.5, dtype=c.logged.dtype))
+
+
+def test_an_lstd_residual_makes_any_fitted_q_exact_on_tabular_features(fitted):
+    """``fqe.lstd_residual``: the linear Q fitted by LSTD to a fitted Q's own temporal-difference
+    errors. On one-hot features nu's basis is a table, so whatever the fitted Q (here an arbitrary
+    nonlinear one) the sum is the logs' certainty-equivalence Q: the direct value with zeta = 1
+    (``q``) is exact, where the arbitrary Q's alone is not, and the doubly robust value stays so."""
+    mdp, store, policy, ta, cfg, est, result = fitted
+    ce = certainty_equivalence_value(store, ta)
+    turns, data = _turns(est, store, ta)
+    g = torch.Generator().manual_seed(5)
+    w, v = torch.randn(turns.dim, 8, generator=g, dtype=torch.float64), torch.randn(8, len(RATINGS), generator=g, dtype=torch.float64)
+
+    def q(x):
+        return torch.tanh(3 * x @ w) @ v
+
+    m = turns.sample_mask.to(torch.float64).unsqueeze(-1)
+    turn_q = TurnQ(q(turns.logged), (q(turns.target) * m).sum(1) / m.sum(1), turns.n_agent_turns)
+    alone = value_estimates(result.runs["all"].heads, turns, data, cfg.tmax, cfg.q_ridge, turn_q)
+    both = value_estimates(result.runs["all"].heads, turns, data, cfg.tmax, cfg.q_ridge, turn_q, lstd_residual=True)
+    for r in RATINGS:
+        assert abs(both[r]["q"] - ce[r]) < 0.005, (r, both[r], ce[r])  # the arbitrary Q's alone: off by up to 1.4
+        assert abs(both[r]["dr"] - ce[r]) < 0.002, (r, both[r], ce[r])
+    assert max(abs(alone[r]["q"] - ce[r]) for r in RATINGS) > 0.02
+
+
+def test_the_fqe_q_settings_studied_for_persona_guess_run_through_the_estimator(fitted):
+    """``fqe.linear_members`` and ``fqe.lstd_residual`` on the user's path: the dr value stays the
+    certainty-equivalence value (zeta is exact here) with the interval around it, each setting
+    changes the fingerprint, and at its default neither enters it (results saved before stay valid)."""
+    mdp, store, policy, ta, cfg, est, result = fitted
+    ce = certainty_equivalence_value(store, ta)
+    base = cfg.model_copy(update={"value": "dr", "q_model": "fqe", "interval_resamples": 10})
+    for setting in ({"linear_members": 1}, {"lstd_residual": True}):
+        studied = base.model_copy(update={"fqe": base.fqe.model_copy(update=setting)})
+        out = EnigmaEstimator(studied, progress=False).estimate_full(store, HeldOutAgent(policy.name, target_actions=ta))
+        for r in RATINGS:
+            assert abs(out.estimates[r]["estimate"] - ce[r]) < 0.002, (setting, r, out.estimates[r], ce[r])
+            low, high = out.intervals[r]
+            assert low <= out.estimates[r]["estimate"] <= high
+        assert EnigmaEstimator(studied).fingerprint() != EnigmaEstimator(base).fingerprint()
+        assert not set(setting) & set(json.loads(EnigmaEstimator(base).fingerprint())["dice"]["fqe"])
+
+
+def test_the_fqe_linear_path_reads_a_small_linear_rating():
+    """``fqe.linear_members``: a rating linear in the pair's features with a small spread (a 0/1 rating
+    divided by 4 beside ratings of 1 to 4 has such a spread) is read through the skip path, which
+    no dropout touches; the network alone, as narrow, misses more of it."""
+    from enigma.ope.config import FqeConfig
+    from enigma.ope.fqe import fit_turn_q
+    from enigma.ope.turns import TurnFeatures
+
+    gen = torch.Generator().manual_seed(0)
+    n = 400
+    n_turns = torch.ones(n, dtype=torch.long)
+    x = torch.randn((n, 4), generator=gen)
+    turns = TurnFeatures(x, x.unsqueeze(1).clone(), torch.ones((n, 1), dtype=torch.bool), n_turns)
+    big = 2.5 + torch.tanh(2 * x[:, 1] * x[:, 2])  # the network's job
+    small = 0.1 + 0.03 * x[:, 0]  # the skip path's
+    rewards = torch.stack([big, small], 1).numpy()
+    cfg = FqeConfig(epochs=40, batch_size=32, hidden=8, dropout=0.5)
+    err = {}
+    for members in (0, 1):
+        q = fit_turn_q(turns, rewards, cfg.model_copy(update={"linear_members": members}), seed=0)
+        err[members] = float((q.logged[:, 1].float() - small).abs().mean())
+    assert err[1] < 0.5 * err[0], err
+    # in an ensemble the last members get the path: the first is the plain fit from its seed
+    pair = fit_turn_q(turns, rewards, cfg.model_copy(update={"ensemble": 2, "linear_members": 1}), seed=0)
+    plain = fit_turn_q(turns, rewards, cfg, seed=0)
+    skip = fit_turn_q(turns, rewards, cfg.model_copy(update={"linear_members": 1}), seed=1)
+    torch.testing.assert_close(pair.logged, (plain.logged + skip.logged) / 2)
+    with pytest.raises(ValueError, match="linear_members"):
+        FqeConfig(ensemble=2, linear_members=3)

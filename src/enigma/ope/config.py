@@ -22,7 +22,7 @@ RANDOM_FEATURE_DEFAULTS = {"random_features": 0, "random_features_scale": 1.0}
 # guard only flags): left out of a fingerprint while at them
 LATER_DEFAULTS = {"turn_interactions": False, "dr_slot_tol": 0.1, "grounding": False, "reply_measures": False}
 Q_MODEL_FIELDS = frozenset({"q_model", "fqe"})  # left out of a fingerprint while q_model is lstd or the value weighted
-FQE_DEFAULTS = {"project_dim": None, "position": False, "ensemble": 1, "standardise": False}  # fqe fields left out of a fingerprint at these values (results saved before them stay valid)
+FQE_DEFAULTS = {"project_dim": None, "position": False, "ensemble": 1, "standardise": False, "linear_members": 0, "lstd_residual": False}  # fqe fields left out of a fingerprint at these values (results saved before them stay valid)
 
 
 class FqeConfig(BaseModel):
@@ -42,7 +42,15 @@ class FqeConfig(BaseModel):
     position: bool = Field(False, description="the Q reads the turn's index in its dialogue too (the pair's features describe one turn, not how far the dialogue has gone)")
     ensemble: int = Field(1, ge=1, description="fit this many Qs from consecutive seeds and use their mean (less of the SGD's run-to-run noise)")
     standardise: bool = Field(False, description="fit each rating in units of its own spread over the logs (false: raw units, so a rating of small spread, e.g. a 0/1 rating divided by 4, shapes the shared hidden layer little)")
+    linear_members: int = Field(0, ge=0, description="how many of the ensemble's members (the last ones) add a linear map of their inputs to the network's output (a skip path, no dropout): a rating that depends on the features about linearly and weakly, e.g. a 0/1 rating divided by 4, is read without the hidden layers having to learn it")
+    lstd_residual: bool = Field(False, description="add to the fitted Q a linear Q on nu's basis fitted by LSTD to the fitted Q's own temporal-difference errors (q_ridge): what the network left of a linear signal; refitted on every bootstrap resample, as the LSTD Q is")
     project_dim: int | None = Field(None, ge=1, description="frozen encoders: the Q reads its own whitened PCA of the pair's text vectors to this many dims (at or above their width: the vectors themselves); null: the heads' text columns")
+
+    @model_validator(mode="after")
+    def _members(self) -> "FqeConfig":
+        if self.linear_members > self.ensemble:
+            raise ValueError(f"fqe.linear_members ({self.linear_members}) is more than fqe.ensemble ({self.ensemble}) members")
+        return self
 
 
 class DiceConfig(BaseModel):

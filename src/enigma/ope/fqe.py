@@ -10,6 +10,7 @@ the same states):
     Q(s_k, a_k) <- the dialogue's rating                                   (the last turn)
 
 with one output per rating, unrated dialogues masked out of the loss and ``Q_slow`` a Polyak copy.
+``fqe.linear_members`` of an ensemble's members add a linear map of the inputs to their output.
 It is the recipe of the fqe-critic comparator (Lubis et al. 2022), on the features zeta and nu
 read; its pessimism (targets the minimum over dropout passes of ``Q_slow``) is
 ``fqe.pessimism_passes``. What the value needs of it is
@@ -45,8 +46,12 @@ class TurnQ:
 
 
 class QNetwork(torch.nn.Module):
-    def __init__(self, d_in: int, hidden: int, n_ratings: int, dropout: float):
+    def __init__(self, d_in: int, hidden: int, n_ratings: int, dropout: float, linear: bool = False):
         super().__init__()
+        # starts at zero, so the fit starts where the network alone does
+        self.linear = torch.nn.Linear(d_in, n_ratings, bias=False) if linear else None
+        if self.linear is not None:
+            torch.nn.init.zeros_(self.linear.weight)
         self.net = torch.nn.Sequential(
             torch.nn.Linear(d_in, hidden),
             torch.nn.ReLU(),
@@ -58,7 +63,8 @@ class QNetwork(torch.nn.Module):
         )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.net(x)
+        out = self.net(x)
+        return out if self.linear is None else out + self.linear(x)
 
 
 def pessimistic_value(q_target: QNetwork, x: torch.Tensor, passes: int) -> torch.Tensor:
@@ -78,15 +84,17 @@ def fit_turn_q(turns: TurnFeatures, rewards: np.ndarray, cfg: FqeConfig, seed: i
     """Fit Q by fitted Q evaluation on ``turns`` (only its feature ``columns`` when given) with the
     dialogues' ``rewards`` [N, K] (NaN: unrated) and return it at every real turn's logged pair and
     target samples: with ``cfg.ensemble`` > 1, the mean of that many fits from seeds ``seed``,
-    ``seed + 1``, ... (SGD from another start lands on another Q; the mean keeps less of that)."""
-    fits = [_fit_one(turns, rewards, cfg, seed + m, columns) for m in range(cfg.ensemble)]
+    ``seed + 1``, ... (SGD from another start lands on another Q; the mean keeps less of that), the
+    last ``cfg.linear_members`` of them with the linear skip path (``QNetwork``)."""
+    plain = cfg.ensemble - cfg.linear_members
+    fits = [_fit_one(turns, rewards, cfg, seed + m, columns, linear=m >= plain) for m in range(cfg.ensemble)]
     if len(fits) == 1:
         return fits[0]
     return TurnQ(torch.stack([f.logged for f in fits]).mean(0), torch.stack([f.target for f in fits]).mean(0),
                  turns.n_agent_turns)
 
 
-def _fit_one(turns: TurnFeatures, rewards: np.ndarray, cfg: FqeConfig, seed: int, columns: slice | None) -> TurnQ:
+def _fit_one(turns: TurnFeatures, rewards: np.ndarray, cfg: FqeConfig, seed: int, columns: slice | None, linear: bool = False) -> TurnQ:
     """One fitted Q evaluation from ``seed``.
 
     Why leave the agreement block out (``fqe.agreement: false``): it describes a logged reply
@@ -127,7 +135,7 @@ def _fit_one(turns: TurnFeatures, rewards: np.ndarray, cfg: FqeConfig, seed: int
 
     gen = torch.Generator().manual_seed(seed)
     torch.manual_seed(seed)
-    q = QNetwork(x_logged.shape[1], cfg.hidden, k, cfg.dropout)
+    q = QNetwork(x_logged.shape[1], cfg.hidden, k, cfg.dropout, linear)
     with torch.no_grad():  # start at the mean rating: the first bootstrapped targets are then sensible
         q.net[-1].bias.copy_(torch.nan_to_num(torch.nanmean(ratings, 0), nan=0.5))
     slow = copy.deepcopy(q)

@@ -142,10 +142,11 @@ def ratio_values(rows: FlowRows, zeta: torch.Tensor, b: torch.Tensor, correction
 
 
 def value_estimates(heads: DiceHeads, turns: TurnFeatures, data: Any, tmax: int, ridge: float,
-                    turn_q: TurnQ | None = None, slot_normalise: bool = False) -> dict[str, dict[str, float]]:
+                    turn_q: TurnQ | None = None, slot_normalise: bool = False, lstd_residual: bool = False) -> dict[str, dict[str, float]]:
     """``{rating: {"weighted", "q", "dr"}}`` for heads (linear or not) on fixed features; the Q of
     ``q`` and ``dr`` is ``turn_q`` when given (``dice.q_model: fqe``), else the LSTD fit on nu's
-    basis (the basis, not the heads: it needs no linear head)."""
+    basis (the basis, not the heads: it needs no linear head); with ``lstd_residual`` (a
+    ``turn_q`` given) it is ``turn_q`` plus an LSTD fit to ``turn_q``'s own TD errors."""
     rows = flow_rows(turns, tmax)
     with torch.no_grad():
         zeta = zeta_rows(heads, rows, turns, slot_normalise)
@@ -160,6 +161,13 @@ def value_estimates(heads: DiceHeads, turns: TurnFeatures, data: Any, tmax: int,
             seen = torch.as_tensor(~np.isnan(data.rewards), device=rows.weight.device)
             correction = fqe_corrections(rows, turn_q, seen)
             q = opening_values(turn_q, seen, rows.counts)
+            if lstd_residual:
+                # the rewards' columns only: the normaliser's Q (the indicator) is exact already
+                k = len(data.rating_names)
+                extra = rows.apply("delta", fit_q(rows, b + correction, ridge))
+                extra[:, k:] = 0.0
+                correction = correction + extra
+                q = ratio_values(rows, ones, b, correction)
         values = {"weighted": ratio_values(rows, zeta, b, None), "q": q, "dr": ratio_values(rows, zeta, b, correction)}
     return {name: {v: float(values[v][j]) for v in VALUES} for j, name in enumerate(data.rating_names)}
 
