@@ -143,6 +143,19 @@ def _turns(est, store, ta):
     return TurnFeatures.from_dense(logged.double(), target.double(), data.sample_mask, data.n_agent_turns), data
 
 
+def _arbitrary_turn_q(turns: TurnFeatures, seed: int) -> TurnQ:
+    """A random nonlinear function of the pair's features as a Q at the real turns: at the logged
+    pair, and the mean over the target's samples."""
+    g = torch.Generator().manual_seed(seed)
+    w, v = torch.randn(turns.dim, 8, generator=g, dtype=torch.float64), torch.randn(8, len(RATINGS), generator=g, dtype=torch.float64)
+
+    def q(x):
+        return torch.tanh(3 * x @ w) @ v
+
+    m = turns.sample_mask.to(torch.float64).unsqueeze(-1)
+    return TurnQ(q(turns.logged), (q(turns.target) * m).sum(1) / m.sum(1), turns.n_agent_turns)
+
+
 def test_doubly_robust_with_any_q_of_the_pair_is_exact_when_zeta_is(fitted):
     """The corrections of a Q given at the real turns (``fqe_corrections``) telescope along every
     dialogue: with the fitted zeta, which meets the flow constraints of every function of the
@@ -151,14 +164,7 @@ def test_doubly_robust_with_any_q_of_the_pair_is_exact_when_zeta_is(fitted):
     mdp, store, policy, ta, cfg, est, result = fitted
     ce = certainty_equivalence_value(store, ta)
     turns, data = _turns(est, store, ta)
-    g = torch.Generator().manual_seed(3)
-    w, v = torch.randn(turns.dim, 8, generator=g, dtype=torch.float64), torch.randn(8, len(RATINGS), generator=g, dtype=torch.float64)
-
-    def q(x):
-        return torch.tanh(3 * x @ w) @ v
-
-    m = turns.sample_mask.to(torch.float64).unsqueeze(-1)
-    turn_q = TurnQ(q(turns.logged), (q(turns.target) * m).sum(1) / m.sum(1), turns.n_agent_turns)
+    turn_q = _arbitrary_turn_q(turns, seed=3)
     values = value_estimates(result.runs["all"].heads, turns, data, cfg.tmax, cfg.q_ridge, turn_q)
     for r in RATINGS:
         assert abs(values[r]["dr"] - ce[r]) < 0.002, (r, values[r], ce[r])
@@ -353,14 +359,7 @@ def test_an_lstd_residual_makes_any_fitted_q_exact_on_tabular_features(fitted):
     mdp, store, policy, ta, cfg, est, result = fitted
     ce = certainty_equivalence_value(store, ta)
     turns, data = _turns(est, store, ta)
-    g = torch.Generator().manual_seed(5)
-    w, v = torch.randn(turns.dim, 8, generator=g, dtype=torch.float64), torch.randn(8, len(RATINGS), generator=g, dtype=torch.float64)
-
-    def q(x):
-        return torch.tanh(3 * x @ w) @ v
-
-    m = turns.sample_mask.to(torch.float64).unsqueeze(-1)
-    turn_q = TurnQ(q(turns.logged), (q(turns.target) * m).sum(1) / m.sum(1), turns.n_agent_turns)
+    turn_q = _arbitrary_turn_q(turns, seed=5)
     alone = value_estimates(result.runs["all"].heads, turns, data, cfg.tmax, cfg.q_ridge, turn_q)
     both = value_estimates(result.runs["all"].heads, turns, data, cfg.tmax, cfg.q_ridge, turn_q, lstd_residual=True)
     for r in RATINGS:
