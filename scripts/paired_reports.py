@@ -17,18 +17,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from enigma.evaluation.correlation import paired_difference, score_estimator
-from enigma.evaluation.summary import summary_estimates
+from enigma.evaluation.correlation import paired_difference
+from enigma.evaluation.summary import score_in_report, summary_estimates
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-def _score(summary: dict, name: str):
-    cfg = summary.get("settings", {})
-    truth = summary_estimates(summary, "truth")
-    est = summary_estimates(summary, name)
-    return score_estimator(name, est, truth.loc[est.index], summary["ratings"],
-                           resamples=cfg.get("bootstrap_resamples", 1000), seed=cfg.get("seed", 0))
 
 
 def main() -> None:
@@ -46,7 +38,7 @@ def main() -> None:
         old, new = json.loads(old_text.stdout), json.loads(path.read_text())
         if not summary_estimates(old, "truth").equals(summary_estimates(new, "truth")):
             sys.exit(f"{rel}: its truth differs at {args.ref}; the two would not be paired")
-        a, b = _score(new, args.estimator), _score(old, args.estimator)
+        a, b = score_in_report(new, args.estimator), score_in_report(old, args.estimator)
         d = paired_difference(a, b, "pearson", 0.95)
         lines.append(f"| {rel.parent.name} | {b.means['pearson']:.3f} | {a.means['pearson']:.3f} | "
                      f"{d['difference']:+.3f} [{d['ci95'][0]:+.3f}, {d['ci95'][1]:+.3f}] |")

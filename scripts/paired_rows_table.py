@@ -16,25 +16,16 @@ import argparse
 import json
 from pathlib import Path
 
-from enigma.evaluation.correlation import paired_difference, score_estimator
-from enigma.evaluation.summary import summary_estimates
+from enigma.evaluation.correlation import paired_difference
+from enigma.evaluation.summary import score_in_report
 
 REFERENCE = "enigma"
 LEFT_OUT = {"enigma-unnormalised"}
 
 
 def _scores(summary: dict) -> dict:
-    cfg = summary.get("settings", {})  # the report's bootstrap: the same resamples as its own intervals
-    ratings = summary["ratings"]
-    truth = summary_estimates(summary, "truth")
-    scores = {}
-    for name in summary["estimators"]:
-        if name != REFERENCE and (not name.startswith("enigma-") or name in LEFT_OUT):
-            continue
-        est = summary_estimates(summary, name)
-        scores[name] = score_estimator(name, est, truth.loc[est.index], ratings,
-                                       resamples=cfg.get("bootstrap_resamples", 1000), seed=cfg.get("seed", 0))
-    return scores
+    return {name: score_in_report(summary, name) for name in summary["estimators"]
+            if name == REFERENCE or (name.startswith("enigma-") and name not in LEFT_OUT)}
 
 
 def table(summaries: dict[str, dict]) -> str:

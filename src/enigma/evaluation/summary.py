@@ -363,6 +363,16 @@ def summary_estimates(summary: dict[str, Any], name: str) -> pd.DataFrame:
     return table.dropna(how="all").astype(float)
 
 
+def score_in_report(summary: dict[str, Any], name: str) -> EstimatorScore:
+    """Estimator ``name`` of a summary scored against its truth as the report scored it: the
+    report's bootstrap resamples of the agents and seed, so two scores of one report pair."""
+    cfg = summary.get("settings", {})
+    truth = summary_estimates(summary, "truth")
+    est = summary_estimates(summary, name)
+    return score_estimator(name, est, truth.loc[est.index], summary["ratings"],
+                           resamples=cfg.get("bootstrap_resamples", 1000), seed=cfg.get("seed", 0))
+
+
 def write_summary(summary: dict[str, Any], path: str | Path) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

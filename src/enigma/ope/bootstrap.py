@@ -122,7 +122,7 @@ def bootstrap_estimates(
         else:  # an LSTD Q refitted on the resample too; a fitted Q evaluation's (turn_q) is kept, only its rows resampled
             sub_q = None if turn_q is None else turn_q.select(unique)
             values = value_estimates(fitted, sub_turns, sub, cfg.tmax, cfg.q_ridge, sub_q,
-                                     lstd_residual=sub_q is not None and cfg.fqe.lstd_residual)
+                                     lstd_residual=cfg.fqe.lstd_residual)
             est = {n: v[cfg.value] for n, v in values.items()}
         for n in data.rating_names:
             draws[n].append(est[n])

@@ -110,7 +110,7 @@ def add_values(run: DiceRun, feats: Features, data: DiceData, cfg: DiceConfig) -
             columns = None if cfg.fqe.agreement else slice(0, feats.text_dim + feats.pair_dim)
             turn_q = fit_turn_q(feats.turns, data.rewards, cfg.fqe, cfg.seed, columns=columns)
     values = value_estimates(run.heads, feats.turns, data, cfg.tmax, cfg.q_ridge, turn_q, cfg.slot_normalise,
-                             lstd_residual=turn_q is not None and cfg.fqe.lstd_residual)
+                             lstd_residual=cfg.fqe.lstd_residual)
     run.solver["values"] = values
     if cfg.value != "weighted":  # weighted is the final pass's own estimate already
         for name, v in values.items():

@@ -145,8 +145,9 @@ def value_estimates(heads: DiceHeads, turns: TurnFeatures, data: Any, tmax: int,
                     turn_q: TurnQ | None = None, slot_normalise: bool = False, lstd_residual: bool = False) -> dict[str, dict[str, float]]:
     """``{rating: {"weighted", "q", "dr"}}`` for heads (linear or not) on fixed features; the Q of
     ``q`` and ``dr`` is ``turn_q`` when given (``dice.q_model: fqe``), else the LSTD fit on nu's
-    basis (the basis, not the heads: it needs no linear head); with ``lstd_residual`` (a
-    ``turn_q`` given) it is ``turn_q`` plus an LSTD fit to ``turn_q``'s own TD errors."""
+    basis (the basis, not the heads: it needs no linear head); with ``lstd_residual`` it is
+    ``turn_q`` plus an LSTD fit to ``turn_q``'s own TD errors (without a ``turn_q``, the LSTD Q
+    alone: the flag changes nothing)."""
     rows = flow_rows(turns, tmax)
     with torch.no_grad():
         zeta = zeta_rows(heads, rows, turns, slot_normalise)
