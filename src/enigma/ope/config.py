@@ -20,7 +20,7 @@ VALUE_DEFAULTS = {"value": "weighted", "q_ridge": 1e-6}
 RANDOM_FEATURE_DEFAULTS = {"random_features": 0, "random_features_scale": 1.0}
 # settings added after results were saved that change nothing at these values (the dr value's
 # guard only flags): left out of a fingerprint while at them
-LATER_DEFAULTS = {"turn_interactions": False, "dr_slot_tol": 0.1, "grounding": False, "reply_measures": False}
+LATER_DEFAULTS = {"turn_interactions": False, "dr_slot_tol": 0.1, "grounding": False, "reply_measures": False, "pca": "randomized"}
 Q_MODEL_FIELDS = frozenset({"q_model", "fqe"})  # left out of a fingerprint while q_model is lstd or the value weighted
 FQE_DEFAULTS = {"project_dim": None, "position": False, "ensemble": 1, "standardise": False, "linear_members": 0, "lstd_residual": False}  # fqe fields left out of a fingerprint at these values (results saved before them stay valid)
 
@@ -72,6 +72,8 @@ class DiceConfig(BaseModel):
     # ---- heads --------------------------------------------------------------------------
     head_hidden: int = Field(64, ge=0, description="hidden width of the GELU MLP heads; 0 = linear")
     project_dim: int | None = Field(None, ge=1, description="frozen encoders: fixed whitened PCA to this many dims before the heads")
+    pca: Literal["randomized", "exact"] = Field("randomized", description="how project_dim's (and fqe.project_dim's) PCA is found: "
+                                                "randomized (torch.pca_lowrank, seeded) or exact (eigenvectors of the scatter matrix)")
     # capacity for linear heads (exact_nu): random Fourier features of the (projected) text and
     # agreement features, appended to them, so the heads read a Gaussian kernel's approximation
     random_features: int = Field(0, ge=0, description="frozen encoders: this many random Fourier features appended; 0 = none")
