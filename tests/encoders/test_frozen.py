@@ -83,6 +83,24 @@ def test_selected_blocks(cache):
         FrozenPairEncoder(cache, blocks=("history",))
 
 
+def test_the_first_user_block_is_the_opening_request_at_every_turn(cache):
+    d = cache.dim
+    enc = FrozenPairEncoder(cache, position_buckets=4, blocks=("last_user", "prev_agent", "summary", "first_user", "position"))
+    assert enc.dim == 5 * d + 4
+    logged, target = enc(enc.prepare([D1, D2], 3), torch.tensor([0, 1]))
+    e = lambda text: torch.from_numpy(cache.embed([text])[0])  # noqa: E731
+    first = slice(4 * d, 5 * d)
+    for k in range(3):  # d1 opens with "hello", whichever turn answers
+        torch.testing.assert_close(logged[0, k, first], e("hello"), atol=1e-6, rtol=1e-5)
+        torch.testing.assert_close(target[0, k, 0, first], e("hello"), atol=1e-6, rtol=1e-5)
+    # d2's only user turn is blank: nothing requested yet, the zero block
+    assert not logged[1, 0, first].any()
+    # the other blocks are those of the default layout
+    default = FrozenPairEncoder(cache, position_buckets=4)
+    base, _ = default(default.prepare([D1, D2], 3), torch.tensor([0, 1]))
+    torch.testing.assert_close(torch.cat([logged[..., : 4 * d], logged[..., 5 * d :]], dim=-1), base)
+
+
 def test_position_buckets_saturate(cache):
     turns = tuple(Turn("user" if i % 2 == 0 else "agent", f"turn {i}") for i in range(10))
     d = DialogueActions("long", turns, (1, 3, 5, 7, 9), tuple(("x",) for _ in range(5)))

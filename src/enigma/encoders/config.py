@@ -26,7 +26,7 @@ class FrozenConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
     position_buckets: int = Field(16, ge=1)
     projection_dim: int | None = Field(None, ge=1, description="a trainable linear map on top; null: none")
-    blocks: list[Literal["last_user", "prev_agent", "summary", "position"]] = ["last_user", "prev_agent", "summary", "position"]
+    blocks: list[Literal["last_user", "prev_agent", "summary", "first_user", "position"]] = ["last_user", "prev_agent", "summary", "position"]
 
 
 class FinetuneConfig(BaseModel):

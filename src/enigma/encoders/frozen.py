@@ -13,6 +13,8 @@ Featurisation of the pair (history ``turns[:t]``, reply ``a``) at agent turn ``k
 * the previous agent reply: the agent's own last move (consistency, repetition).
 * the mean of the remaining earlier turns: a cheap summary of the longer history, so states
   with the same last exchange but different pasts are still told apart.
+* ``first_user`` (not in the default blocks): the user's first non-blank turn on its own, the
+  request a task dialogue is about, which the summary's mean dilutes as the dialogue grows.
 * ``onehot(k)``: the agent-turn position (bucketed: ``k >= position_buckets - 1`` share the last
   bucket). The DICE chain is per slot, so where in the dialogue a pair sits matters.
 A block with nothing to show (no such turn, or a blank utterance, e.g. the empty first user
@@ -26,8 +28,8 @@ of the reply repeats the agent's earlier turns, itself or the user's last turn, 
 its length), both properties of the pair itself, and ``agreement`` (``agreement_features``: how
 far the logged dialogue has followed the target so far).
 
-``blocks`` selects the state blocks (all four by default; e.g. ``("last_user", "position")`` for a
-smaller vector: the reply block is always there).
+``blocks`` selects the state blocks (``DEFAULT_BLOCKS`` by default; e.g. ``("last_user", "position")``
+for a smaller vector: the reply block is always there).
 
 ``prepare`` looks every text up once and returns index tensors into one embedding table (its
 row 0 is the zero vector; the history summaries are appended as extra rows), so ``forward`` is
@@ -52,7 +54,8 @@ from enigma.reply_measures import REPLY_MEASURES_DIM, agent_bigrams, reply_measu
 
 
 # The state blocks, in the order they follow the reply embedding.
-STATE_BLOCKS = ("last_user", "prev_agent", "summary", "position")
+STATE_BLOCKS = ("last_user", "prev_agent", "summary", "first_user", "position")
+DEFAULT_BLOCKS = ("last_user", "prev_agent", "summary", "position")
 
 
 @dataclass
@@ -71,6 +74,7 @@ class FrozenPrepared:
     summary: torch.Tensor  # [T] rows of the history summaries
     position: torch.Tensor  # [T] bucketed agent-turn index
     target_valid: torch.Tensor  # [T, S] bool: a real sample
+    first_user: torch.Tensor | None = None  # [T] the user's first non-blank turn; None without the block
     # [T, 1 + S, AGREEMENT_DIM] agreement features of the logged pair (index 0) and of each
     # target sample; None when the encoder has no agreement block
     agreement: torch.Tensor | None = None
@@ -98,7 +102,7 @@ class FrozenPairEncoder(PairEncoder):
         cache_dir: str | os.PathLike[str] | None = None,
         position_buckets: int = 16,
         projection_dim: int | None = None,
-        blocks: tuple[str, ...] = STATE_BLOCKS,
+        blocks: tuple[str, ...] = DEFAULT_BLOCKS,
         agreement: bool = False,
         grounding: bool = False,
         reply_measures: bool = False,
@@ -144,6 +148,7 @@ class FrozenPairEncoder(PairEncoder):
         target = torch.zeros((t_all, s_max), dtype=torch.long)
         last_user = torch.zeros(t_all, dtype=torch.long)
         prev_agent = torch.zeros(t_all, dtype=torch.long)
+        first_user = torch.zeros(t_all, dtype=torch.long) if "first_user" in self.blocks else None
         position = torch.zeros(t_all, dtype=torch.long)
         target_valid = torch.zeros((t_all, s_max), dtype=torch.bool)
         grounded = torch.zeros((t_all, 1 + s_max, GROUNDING_DIM)) if self.grounding else None
@@ -177,6 +182,8 @@ class FrozenPairEncoder(PairEncoder):
                     target_valid[r, s] = True
                 last_user[r] = row(history[user_at].text) if user_at is not None else 0
                 prev_agent[r] = row(history[agent_at].text) if agent_at is not None else 0
+                if first_user is not None:
+                    first_user[r] = next((row(u.text) for u in history if u.role == "user" and u.text.strip()), 0)
                 earlier = [row(history[j].text) for j in range(t) if j not in (user_at, agent_at)]
                 summary_members.append([x for x in earlier if x])
                 position[r] = min(k, self.position_buckets - 1)
@@ -197,7 +204,7 @@ class FrozenPairEncoder(PairEncoder):
             texts_of = [""] + texts  # row -> text (row 0 is the blank)
             agree = agreement_features(table[: len(base)], texts_of, logged, target, target_valid, lengths)
         return FrozenPrepared(table, lengths, max_agent_turns, logged, target, last_user, prev_agent, summary, position,
-                              target_valid, agree, grounded, measured)
+                              target_valid, first_user, agree, grounded, measured)
 
     def turn_rows(self, prepared: FrozenPrepared, index: torch.Tensor, n_agent_turns: torch.Tensor | None = None
                   ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -209,6 +216,7 @@ class FrozenPairEncoder(PairEncoder):
             "last_user": lambda: table[prepared.last_user[r]],
             "prev_agent": lambda: table[prepared.prev_agent[r]],
             "summary": lambda: table[prepared.summary[r]],
+            "first_user": lambda: table[prepared.first_user[r]],
             "position": lambda: nn.functional.one_hot(prepared.position[r], self.position_buckets).to(table.dtype),
         }
         state = torch.cat([parts[b]() for b in self.blocks] or [table.new_zeros(len(r), 0)], dim=-1)  # [T, *]
