@@ -30,9 +30,9 @@ def pca_projection(stacked: torch.Tensor, k: int, seed: int, chunk_rows: int = 6
 
     ``solver``: ``randomized`` (``torch.pca_lowrank`` with ``q = k`` and its two power iterations,
     seeded by ``seed``) or ``exact`` (the eigenvectors of the d x d scatter matrix, no seed). On
-    See 2019's sentence vectors (d = 1552) the randomized subspaces of seeds 0 and 1 share a mean
-    squared cosine of 0.82 and the randomized one and the exact one 0.86, so a run's features hang on
-    its seed; ``benchmarks/pca_subspace.py``."""
+    See 2019's pair vectors (d = 1552, k = 32) the randomized subspaces of two seeds share a mean
+    squared cosine of 0.80, and a randomized one and the exact one 0.86, so a run's features hang
+    on its seed (``benchmarks/results/pca_subspace.md``)."""
     nonzero = torch.cat([stacked[i : i + chunk_rows].abs().sum(-1) > 0 for i in range(0, len(stacked), chunk_rows)])
     every = bool(nonzero.all())
     rows = stacked if every else stacked[nonzero]
