@@ -327,3 +327,28 @@ def test_long_and_short_dialogues_through_the_cli_give_the_logs_own_value_for_th
     assert est["targets"]["same"]["score"]["estimate"] == pytest.approx(mean, abs=1e-4)
     values = est["diagnostics"]["same"]["all"]["values"]["score"]
     assert values["weighted"] == pytest.approx(mean, abs=1e-4)
+
+
+def test_the_exact_pca_set_in_the_params_file_makes_the_estimate_seed_free(tmp_path):
+    """``dice.pca: exact`` in the user's params file (frozen sentence vectors, a ``python:`` agent
+    sampled by the command): with a Q that has no SGD of its own (``q_model: lstd``) two seeds give
+    the same estimates, and the run records the setting."""
+    import yaml
+
+    store = T.write_tiny_store(tmp_path / "store", n_dialogues=12, agents=("a1", "a2"))
+    estimates = []
+    for seed in (0, 1):
+        params = yaml.safe_load(PARAMS.read_text())
+        params["estimators"]["enigma"]["dice"].update(pca="exact", q_model="lstd", seed=seed, interval_resamples=0)
+        (tmp_path / f"params{seed}.yaml").write_text(yaml.safe_dump(params))
+        out = tmp_path / f"out{seed}"
+        r = enigma("estimate", "--experience", store, "--target", "t=python:enigma.agents.examples:echo", "--out", out,
+                   "--params", tmp_path / f"params{seed}.yaml", "--cache-dir", tmp_path / "cache", "-q")
+        assert r.exit_code in (0, 3), r.output  # 3: a dozen dialogues may leave the solver short
+        summary = json.loads((out / "estimates.json").read_text())
+        assert summary["diagnostics"]["t"]["config"]["pca"] == "exact"
+        estimates.append(summary)
+    a, b = (s["targets"]["t"] for s in estimates)
+    assert a.keys() == b.keys()
+    for rating in a:
+        assert a[rating]["estimate"] == pytest.approx(b[rating]["estimate"], abs=1e-4), rating
