@@ -74,6 +74,13 @@ def test_log_benchmark_run_parent_children_models_and_registry(tmp_path):
     assert child.data.tags["mlflow.parentRunId"] == run.parent_run_id
     assert child.data.metrics["estimate.reward"] == 0.4 and child.data.metrics["diag.ess"] == 10.0
     assert [m.step for m in client.get_metric_history(child.info.run_id, "curve.loss")] == [0, 10]
+    # The logged heads carry the child's scalars (estimate, truth, diagnostics, error) and no
+    # learning-curve points: the curves are the run's alone.
+    (output,) = child.outputs.model_outputs
+    model = client.get_logged_model(output.model_id)
+    assert {m.key: m.value for m in model.metrics} == {
+        "estimate.reward": 0.4, "truth.reward": 0.5, "diag.ess": 10.0, "abs_error_mean": pytest.approx(0.1)}
+    assert child.info.status == "FINISHED"
     # The best heads (a2: error 0.01 against 0.1) are the registered version, and they load.
     version = client.get_model_version("heads", "1")
     assert version.run_id == run.child_run_ids["enigma/a2"]

@@ -90,6 +90,9 @@ def log_benchmark_run(
             client.log_artifacts(pid, str(report_dir), artifact_path="report")
 
         children: dict[str, str] = {}
+        logged_models: list[tuple[float, str]] = []
+        if cfg.log_models:
+            _quiet_pickle_warnings()
         for res in results:
             child = client.create_run(
                 exp_id,
@@ -105,16 +108,19 @@ def log_benchmark_run(
             )
             cid = child.info.run_id
             children[f"{res.estimator}/{res.agent_id}"] = cid
-            m = [Metric(_metric_key(f"estimate.{k}"), float(v), 0, 0) for k, v in res.estimates.items() if _finite(v)]
-            m += [Metric(_metric_key(f"truth.{k}"), float(v), 0, 0) for k, v in res.truth.items() if _finite(v)]
-            m += [
-                Metric(_metric_key(f"diag.{k}"), float(v), 0, 0)
-                for k, v in _flat("", res.diagnostics)
-                if _finite(v) and not isinstance(v, bool)
-            ]
-            mae = res.mean_abs_error()
-            if mae is not None:
-                m.append(Metric("abs_error_mean", mae, 0, 0))
+            # The heads go before the metrics: MLflow's log_model links the metrics a run has so
+            # far to the model by reading back every metric's whole history, learning curves
+            # included, which made it the slowest part of a report's logging
+            # (benchmarks/results/tracking_cost.md). The scalars are linked here instead.
+            model_id = None
+            if cfg.log_models and res.model_path:
+                score, uri, model_id = _log_heads(res, cid)
+                logged_models.append((score, uri))
+            scalars = [(f"estimate.{k}", v) for k, v in res.estimates.items()]
+            scalars += [(f"truth.{k}", v) for k, v in res.truth.items()]
+            scalars += [(f"diag.{k}", v) for k, v in _flat("", res.diagnostics) if not isinstance(v, bool)]
+            scalars.append(("abs_error_mean", res.mean_abs_error()))
+            m = [Metric(_metric_key(k), float(v), 0, 0, model_id=model_id) for k, v in scalars if _finite(v)]
             for name, pts in res.curves.items():
                 m += [Metric(_metric_key(f"curve.{name}"), float(v), 0, int(s)) for s, v in pts if _finite(v)]
             p = [Param(_metric_key(k), str(v)[:6000]) for k, v in _flat("", res.params)]
@@ -125,11 +131,9 @@ def log_benchmark_run(
                 client.log_artifact(cid, str(f))
             client.set_terminated(cid, status="FAILED" if res.error else "FINISHED")
 
-        registered = None
-        if cfg.log_models:
-            registered = _log_models(results, children, cfg)
-            if registered:
-                client.set_tag(pid, "registered_model", registered)
+        registered = _register_best(logged_models, cfg)
+        if registered:
+            client.set_tag(pid, "registered_model", registered)
         client.set_terminated(pid)
     except BaseException:
         client.set_terminated(pid, status="FAILED")
@@ -153,36 +157,40 @@ def pip_requirements() -> list[str]:
     return [f"torch=={torch.__version__.split('+')[0]}"]
 
 
-def _log_models(results: Sequence[AgentResult], children: Mapping[str, str], cfg: TrackingConfig) -> str | None:
-    """Log each result's heads as an MLflow pytorch model in its child run; register the best:
-    lowest mean absolute error against truth, or, without truth, the largest effective sample
-    size (the most trustworthy weights)."""
-    import logging
-
-    import mlflow
-    import torch
-
+def _quiet_pickle_warnings() -> None:
     # The heads are plain nn.Modules saved by pickle on purpose (torch.export would need an
     # input example per encoder); MLflow warns about pickle once per model, which for 27 agents
     # buries the pipeline's own output.
+    import logging
+
     logging.getLogger("mlflow.pytorch").setLevel(logging.ERROR)
-    logged: list[tuple[float, str]] = []
-    for res in results:
-        if not res.model_path:
-            continue
-        path = Path(res.model_path)
-        if not path.is_file():
-            raise FileNotFoundError(f"{path}: heads of held-out agent {res.agent_id} not found")
-        module = torch.load(path, weights_only=False)
-        cid = children[f"{res.estimator}/{res.agent_id}"]
-        with mlflow.start_run(run_id=cid):
-            info = mlflow.pytorch.log_model(
-                module, name="heads", pip_requirements=pip_requirements(), serialization_format="pickle"
-            )
-        mae = res.mean_abs_error()
-        ess = res.diagnostics.get("ess")
-        score = mae if mae is not None else (-float(ess) if _finite(ess) else math.inf)
-        logged.append((score, info.model_uri))
+
+
+def _log_heads(res: AgentResult, run_id: str) -> tuple[float, str, str]:
+    """Log one result's heads as an MLflow pytorch model in its child run; returns its score for
+    registration (lower is better: the mean absolute error against truth, or, without truth,
+    minus the effective sample size, the most trustworthy weights), its URI and its model id."""
+    import mlflow
+    import torch
+
+    path = Path(res.model_path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: heads of held-out agent {res.agent_id} not found")
+    module = torch.load(path, weights_only=False)
+    with mlflow.start_run(run_id=run_id):
+        info = mlflow.pytorch.log_model(
+            module, name="heads", pip_requirements=pip_requirements(), serialization_format="pickle"
+        )
+    mae = res.mean_abs_error()
+    ess = res.diagnostics.get("ess")
+    score = mae if mae is not None else (-float(ess) if _finite(ess) else math.inf)
+    return score, info.model_uri, info.model_id
+
+
+def _register_best(logged: Sequence[tuple[float, str]], cfg: TrackingConfig) -> str | None:
+    """Register the best logged heads under ``cfg.registered_model``; "name/version", or None."""
+    import mlflow
+
     if not logged or not cfg.registered_model:
         return None
     best_uri = min(logged, key=lambda t: t[0])[1]
