@@ -219,29 +219,30 @@ def test_the_position_settings_reach_the_features_from_the_params_file(tmp_path)
     assert width == 2 * plain + 1, width
 
 
-@pytest.mark.parametrize("setting", ["grounding", "reply_measures"])
+@pytest.mark.parametrize("setting", ["grounding", "reply_measures", "request"])
 def test_a_pair_block_set_in_the_params_file_reaches_the_heads(tmp_path, setting):
-    """``dice.grounding`` or ``dice.reply_measures`` in the user's params file (frozen sentence
-    vectors, a ``python:`` agent sampled by the command): the saved heads read that block beside
-    the PCA and agreement blocks, and the run records the setting."""
+    """``dice.grounding``, ``dice.reply_measures`` or ``dice.request`` in the user's params file
+    (frozen sentence vectors, a ``python:`` agent sampled by the command): the saved heads read
+    that block beside the PCA and agreement blocks, and the run records the setting."""
     import torch
     import yaml
 
-    from enigma.encoders.frozen import AGREEMENT_DIM, GROUNDING_DIM
+    from enigma.encoders.frozen import AGREEMENT_DIM, GROUNDING_DIM, REQUEST_DIM
     from enigma.reply_measures import REPLY_MEASURES_DIM
 
+    blocks = ("grounding", "reply_measures", "request")
     store = T.write_tiny_store(tmp_path / "store", n_dialogues=12, agents=("a1", "a2"))
     params = yaml.safe_load(PARAMS.read_text())
     dice = params["estimators"]["enigma"]["dice"]
-    # the setting on and the other block off, whatever the shipped defaults are
-    dice.update({"grounding": setting == "grounding", "reply_measures": setting == "reply_measures", "interval_resamples": 0})
+    # the setting on and the other blocks off, whatever the shipped defaults are
+    dice.update({b: b == setting for b in blocks}, interval_resamples=0)
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
     r = enigma("estimate", "--experience", store, "--target", "t=python:enigma.agents.examples:echo", "--out", tmp_path / "out",
                "--params", tmp_path / "params.yaml", "--cache-dir", tmp_path / "cache", "-q")
     assert r.exit_code in (0, 3), r.output  # 3: a dozen dialogues may leave the solver short; the features are what is checked
     config = json.loads((tmp_path / "out" / "estimates.json").read_text())["diagnostics"]["t"]["config"]
-    assert {k: config[k] for k in ("grounding", "reply_measures")} == {k: k == setting for k in ("grounding", "reply_measures")}
-    block = {"grounding": GROUNDING_DIM, "reply_measures": REPLY_MEASURES_DIM}[setting]
+    assert {k: config[k] for k in blocks} == {k: k == setting for k in blocks}
+    block = {"grounding": GROUNDING_DIM, "reply_measures": REPLY_MEASURES_DIM, "request": REQUEST_DIM}[setting]
     heads = torch.load(next((tmp_path / "out" / "results").rglob("t.heads.pt")), weights_only=False)
     assert heads.zeta_net[-1].in_features == dice["project_dim"] + block + AGREEMENT_DIM
 

@@ -21,11 +21,12 @@ A block with nothing to show (no such turn, or a blank utterance, e.g. the empty
 turn of dialogues that the agent opens) is zeros. ``e`` is the mean-pooled, L2-normalised
 sentence embedding; the summary block is a mean of unit vectors, not renormalised.
 
-Three optional blocks follow, outside any projection (``passthrough_dim``), in this order:
+Four optional blocks follow, outside any projection (``passthrough_dim``), in this order:
 ``grounding`` (``grounding_features``: how much of what the reply asserts, its numbers and names,
 the dialogue had not mentioned before it), ``reply_measures`` (``enigma.reply_measures``: how much
 of the reply repeats the agent's earlier turns, itself or the user's last turn, whether it asks,
-its length), both properties of the pair itself, and ``agreement`` (``agreement_features``: how
+its length), ``request`` (``request_features``: how close the reply is to the user's opening
+request), the three properties of the pair itself, and ``agreement`` (``agreement_features``: how
 far the logged dialogue has followed the target so far).
 
 ``blocks`` selects the state blocks (``DEFAULT_BLOCKS`` by default; e.g. ``("last_user", "position")``
@@ -82,6 +83,8 @@ class FrozenPrepared:
     grounding: torch.Tensor | None = None
     # [T, 1 + S, REPLY_MEASURES_DIM] the replies' measures, laid out the same way; None without the block
     reply_measures: torch.Tensor | None = None
+    # [T, 1 + S, REQUEST_DIM] the replies' closeness to the opening request, laid out the same way
+    request: torch.Tensor | None = None
 
     def __len__(self) -> int:
         return int(self.n_agent_turns.shape[0])
@@ -106,6 +109,7 @@ class FrozenPairEncoder(PairEncoder):
         agreement: bool = False,
         grounding: bool = False,
         reply_measures: bool = False,
+        request: bool = False,
     ) -> None:
         super().__init__()
         if position_buckets < 1:
@@ -126,10 +130,12 @@ class FrozenPairEncoder(PairEncoder):
         self.agreement = agreement
         self.grounding = grounding
         self.reply_measures = reply_measures
-        # the grounding, reply-measure and agreement features stay outside any projection (the
-        # trainer's PCA included), in that order; the first two, like the text, describe the pair
-        # alone, so the fitted Q reads them with the text (``pair_passthrough_dim``)
-        self.pair_passthrough_dim = (GROUNDING_DIM if grounding else 0) + (REPLY_MEASURES_DIM if reply_measures else 0)
+        self.request = request
+        # the grounding, reply-measure, request and agreement features stay outside any projection
+        # (the trainer's PCA included), in that order; the first three, like the text, describe the
+        # pair alone, so the fitted Q reads them with the text (``pair_passthrough_dim``)
+        self.pair_passthrough_dim = ((GROUNDING_DIM if grounding else 0) + (REPLY_MEASURES_DIM if reply_measures else 0)
+                                     + (REQUEST_DIM if request else 0))
         self.passthrough_dim = self.pair_passthrough_dim + (AGREEMENT_DIM if agreement else 0)
         self.dim = (projection_dim or self.feature_dim) + self.passthrough_dim
 
@@ -148,7 +154,7 @@ class FrozenPairEncoder(PairEncoder):
         target = torch.zeros((t_all, s_max), dtype=torch.long)
         last_user = torch.zeros(t_all, dtype=torch.long)
         prev_agent = torch.zeros(t_all, dtype=torch.long)
-        first_user = torch.zeros(t_all, dtype=torch.long) if "first_user" in self.blocks else None
+        first_user = torch.zeros(t_all, dtype=torch.long) if "first_user" in self.blocks or self.request else None
         position = torch.zeros(t_all, dtype=torch.long)
         target_valid = torch.zeros((t_all, s_max), dtype=torch.bool)
         grounded = torch.zeros((t_all, 1 + s_max, GROUNDING_DIM)) if self.grounding else None
@@ -199,12 +205,17 @@ class FrozenPairEncoder(PairEncoder):
                 summary[m] = len(base) + m
         table = torch.from_numpy(np.concatenate([base, summaries]))
         lengths = torch.tensor(n_turns, dtype=torch.long)
+        requested = None
+        if self.request:
+            requested = request_features(table[: len(base)], [""] + texts, first_user, logged, target, target_valid)
+        if "first_user" not in self.blocks:
+            first_user = None  # the request block's alone: not a state block
         agree = None
         if self.agreement:
             texts_of = [""] + texts  # row -> text (row 0 is the blank)
             agree = agreement_features(table[: len(base)], texts_of, logged, target, target_valid, lengths)
         return FrozenPrepared(table, lengths, max_agent_turns, logged, target, last_user, prev_agent, summary, position,
-                              target_valid, first_user, agree, grounded, measured)
+                              target_valid, first_user, agree, grounded, measured, requested)
 
     def turn_rows(self, prepared: FrozenPrepared, index: torch.Tensor, n_agent_turns: torch.Tensor | None = None
                   ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -236,6 +247,10 @@ class FrozenPairEncoder(PairEncoder):
             measures = prepared.reply_measures[r].to(logged.device)  # [T, 1 + S, M]
             logged = torch.cat([logged, measures[:, 0]], dim=-1)
             target = torch.cat([target, measures[:, 1:]], dim=-1)
+        if prepared.request is not None:
+            req = prepared.request[r].to(logged.device)  # [T, 1 + S, Q]
+            logged = torch.cat([logged, req[:, 0]], dim=-1)
+            target = torch.cat([target, req[:, 1:]], dim=-1)
         if prepared.agreement is not None:
             agree = prepared.agreement[r].to(logged.device)  # [T, 1 + S, A]
             logged = torch.cat([logged, agree[:, 0]], dim=-1)
@@ -343,6 +358,51 @@ def grounding_features(reply: str, said: Mentioned) -> list[float]:
     reply states none."""
     kinds = _fact_keys(reply)  # names, numbers
     return [len(f - said.words) / len(f) if f else 0.0 for f in kinds] + [float(bool(f)) for f in kinds]
+
+
+# per reply: the cosine of its sentence vector with the opening request's, and their word F1
+REQUEST_MEASURES = ("cosine", "words")
+REQUEST_DIM = len(REQUEST_MEASURES)
+
+
+def request_features(
+    vectors: torch.Tensor,
+    texts: list[str],
+    first_user: torch.Tensor,
+    logged: torch.Tensor,
+    target: torch.Tensor,
+    target_valid: torch.Tensor,
+) -> torch.Tensor:
+    """How close each reply is to the user's opening request (``REQUEST_MEASURES``), laid out as
+    [T, 1 + S, REQUEST_DIM]: the logged reply, then each target sample (zeros where there is none).
+
+    A task dialogue's first user turn states what the user wants ("please cancel my
+    reservation"), and whether the final action does that is a comparison of two texts. Given the
+    request as a block of 384 dimensions, the PCA and the heads did not form that comparison
+    (``benchmarks/results/ope_first_user_airline.md``); given here as two numbers per pair, a
+    linear head can read it. Zeros where the dialogue has no non-blank user turn before the reply.
+    ``vectors`` and ``texts`` are indexed by embedding row (row 0 the blank)."""
+    t_all, s_max = target.shape
+    out = torch.zeros((t_all, 1 + s_max, REQUEST_DIM), dtype=torch.float32)
+    unit = torch.nn.functional.normalize(vectors, dim=-1)
+    words = {0: []}
+
+    def measure(reply: int, request: int) -> list[float]:
+        for r in (reply, request):
+            if r not in words:
+                words[r] = _words(texts[r])
+        cos = float(unit[reply] @ unit[request]) if reply and request else 0.0
+        return [cos, _f1(words[reply], words[request]) if reply else 0.0]
+
+    for r in range(t_all):
+        request = int(first_user[r])
+        if not request:
+            continue
+        out[r, 0] = torch.tensor(measure(int(logged[r]), request))
+        for s in range(s_max):
+            if bool(target_valid[r, s]):
+                out[r, 1 + s] = torch.tensor(measure(int(target[r, s]), request))
+    return out
 
 
 def _summarise(current: list[float], history: list[list[float]]) -> list[float]:

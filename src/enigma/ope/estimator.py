@@ -141,7 +141,7 @@ def build_encoder(cfg: DiceConfig, cache_dir: str | Path | None = None, encode: 
         return FrozenPairEncoder(
             encode.embedding_cache(cfg.encoder_model, progress=progress), position_buckets=f.position_buckets,
             projection_dim=f.projection_dim, blocks=tuple(f.blocks), agreement=cfg.agreement,
-            grounding=cfg.grounding, reply_measures=cfg.reply_measures,
+            grounding=cfg.grounding, reply_measures=cfg.reply_measures, request=cfg.request,
         )
     from enigma.encoders.finetune import FinetunePairEncoder
 
