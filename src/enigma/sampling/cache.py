@@ -29,6 +29,10 @@ CACHE_SCHEMA = pa.schema(
         # "occurrence" (each logged occurrence of a state drawn on its own) or "state" (one draw
         # per distinct state, a deterministic agent); parts written before it have no such column
         pa.field("draw", pa.string()),
+        # per-occurrence draws: the digest of every occurrence of the state in the store that
+        # drew the row (``sampler.plan_calls``); only that store's calls reuse it. Parts written
+        # before it have no such column
+        pa.field("group", pa.string()),
     ]
 )
 

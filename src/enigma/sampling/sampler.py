@@ -110,6 +110,8 @@ class _Call:
     occurrences: tuple[_State, ...]
     seed: int
     shared: bool = False
+    # per-occurrence draws: which occurrences of the state the store holds (``occurrence_group``)
+    group: str | None = None
 
 
 def call_seed(seed: int, key: str) -> int:
@@ -120,6 +122,14 @@ def call_seed(seed: int, key: str) -> int:
 
 def occurrence_key(dialog_id: str, turn_index: int, state_hash: str) -> str:
     return f"{dialog_id}\x1f{turn_index}\x1f{state_hash}"
+
+
+def occurrence_group(state_hash: str, occurrences: list[_State]) -> str:
+    """Every occurrence of one state in a store, as a digest. A cached reply was drawn in a batch
+    of these; another store with other occurrences of the same state (the same opening under
+    the same dialogue ids) would batch it differently, so it must not reuse the reply."""
+    keys = "|".join(f"{st.dialog_id}\x1f{st.turn_index}" for st in occurrences)
+    return hashlib.sha256(f"{state_hash}|{keys}".encode()).hexdigest()[:24]
 
 
 def draw_mode(agent: Any) -> DrawMode:
@@ -148,10 +158,11 @@ def plan_calls(states: list[_State], n_samples: int, seed: int, mode: DrawMode, 
     calls = []
     for h, occ in groups.items():
         occ.sort(key=lambda st: (st.dialog_id, st.turn_index))
+        group = occurrence_group(h, occ)
         for i in range(0, len(occ), per_call):
             batch = tuple(occ[i : i + per_call])
             key = f"{h}|n={n_samples}|" + "|".join(f"{st.dialog_id}\x1f{st.turn_index}" for st in batch)
-            calls.append(_Call(batch[0], batch, call_seed(seed, key)))
+            calls.append(_Call(batch[0], batch, call_seed(seed, key), group=group))
     return calls
 
 
@@ -234,10 +245,15 @@ def run_sampling(
     stats = SamplingStats(fp, draws=mode, n_states=len(states), n_unique_states=len({st.state_hash for st in states}),
                           n_calls=len(calls))
 
+    # A per-occurrence row is reused only by the store whose occurrences drew it (rows cached
+    # before the group column are, as before, reused by any store).
+    group_of = {key_of(st): c.group for c in calls if c.group is not None for st in c.occurrences}
     cached: dict[tuple[str, int], dict] = {}
     for row in cache.read():
         if row["seed"] == seed and row["sample_index"] < n_samples and (row.get("draw") or legacy) == row_draw:
             k = row["state_hash"] if mode == "state" else occurrence_key(row["dialog_id"], row["turn_index"], row["state_hash"])
+            if row.get("group") is not None and row["group"] != group_of.get(k):
+                continue
             cached[(k, row["sample_index"])] = row
 
     def done(k: str, i: int) -> bool:
@@ -257,7 +273,8 @@ def run_sampling(
 
         def row(occ: _State, i: int, text: str | None, error: str | None) -> dict:
             return {"dialog_id": occ.dialog_id, "turn_index": occ.turn_index, "state_hash": occ.state_hash, "seed": seed,
-                    "agent_fingerprint": fp, "draw": row_draw, "sample_index": i, "text": text, "error": error}
+                    "agent_fingerprint": fp, "draw": row_draw, "group": call.group, "sample_index": i, "text": text,
+                    "error": error}
 
         try:
             if mode == "keyed":
