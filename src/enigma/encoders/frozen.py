@@ -205,15 +205,15 @@ class FrozenPairEncoder(PairEncoder):
                 summary[m] = len(base) + m
         table = torch.from_numpy(np.concatenate([base, summaries]))
         lengths = torch.tensor(n_turns, dtype=torch.long)
+        texts_of, vectors_of = [""] + texts, table[: len(base)]  # row -> text and vector (row 0 is the blank)
         requested = None
         if self.request:
-            requested = request_features(table[: len(base)], [""] + texts, first_user, logged, target, target_valid)
+            requested = request_features(vectors_of, texts_of, first_user, logged, target, target_valid)
         if "first_user" not in self.blocks:
             first_user = None  # the request block's alone: not a state block
         agree = None
         if self.agreement:
-            texts_of = [""] + texts  # row -> text (row 0 is the blank)
-            agree = agreement_features(table[: len(base)], texts_of, logged, target, target_valid, lengths)
+            agree = agreement_features(vectors_of, texts_of, logged, target, target_valid, lengths)
         return FrozenPrepared(table, lengths, max_agent_turns, logged, target, last_user, prev_agent, summary, position,
                               target_valid, first_user, agree, grounded, measured, requested)
 
@@ -239,22 +239,12 @@ class FrozenPairEncoder(PairEncoder):
             device = self.projection.weight.device
             logged, target = self.projection(logged.to(device)), self.projection(target.to(device))
             target_valid = target_valid.to(device)
-        if prepared.grounding is not None:
-            ground = prepared.grounding[r].to(logged.device)  # [T, 1 + S, G]
-            logged = torch.cat([logged, ground[:, 0]], dim=-1)
-            target = torch.cat([target, ground[:, 1:]], dim=-1)
-        if prepared.reply_measures is not None:
-            measures = prepared.reply_measures[r].to(logged.device)  # [T, 1 + S, M]
-            logged = torch.cat([logged, measures[:, 0]], dim=-1)
-            target = torch.cat([target, measures[:, 1:]], dim=-1)
-        if prepared.request is not None:
-            req = prepared.request[r].to(logged.device)  # [T, 1 + S, Q]
-            logged = torch.cat([logged, req[:, 0]], dim=-1)
-            target = torch.cat([target, req[:, 1:]], dim=-1)
-        if prepared.agreement is not None:
-            agree = prepared.agreement[r].to(logged.device)  # [T, 1 + S, A]
-            logged = torch.cat([logged, agree[:, 0]], dim=-1)
-            target = torch.cat([target, agree[:, 1:]], dim=-1)
+        # the passthrough blocks, each [T, 1 + S, width]: the logged pair's, then each target sample's
+        for block in (prepared.grounding, prepared.reply_measures, prepared.request, prepared.agreement):
+            if block is not None:
+                block = block[r].to(logged.device)
+                logged = torch.cat([logged, block[:, 0]], dim=-1)
+                target = torch.cat([target, block[:, 1:]], dim=-1)
         target = target * target_valid.unsqueeze(-1).to(target.dtype)
         return logged, target
 

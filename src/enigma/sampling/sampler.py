@@ -124,12 +124,12 @@ def occurrence_key(dialog_id: str, turn_index: int, state_hash: str) -> str:
     return f"{dialog_id}\x1f{turn_index}\x1f{state_hash}"
 
 
-def occurrence_group(state_hash: str, occurrences: list[_State]) -> str:
-    """Every occurrence of one state in a store, as a digest. A cached reply was drawn in a batch
-    of these; another store with other occurrences of the same state (the same opening under
-    the same dialogue ids) would batch it differently, so it must not reuse the reply."""
-    keys = "|".join(f"{st.dialog_id}\x1f{st.turn_index}" for st in occurrences)
-    return hashlib.sha256(f"{state_hash}|{keys}".encode()).hexdigest()[:24]
+def occurrence_group(state_hash: str, where: list[str]) -> str:
+    """Every occurrence of one state in a store (``where``: each one's dialogue and turn), as a
+    digest. A cached reply was drawn in a batch of these; another store with other occurrences of
+    the same state (the same opening under the same dialogue ids) would batch it differently, so
+    it must not reuse the reply."""
+    return hashlib.sha256(f"{state_hash}|{'|'.join(where)}".encode()).hexdigest()[:24]
 
 
 def draw_mode(agent: Any) -> DrawMode:
@@ -158,10 +158,11 @@ def plan_calls(states: list[_State], n_samples: int, seed: int, mode: DrawMode, 
     calls = []
     for h, occ in groups.items():
         occ.sort(key=lambda st: (st.dialog_id, st.turn_index))
-        group = occurrence_group(h, occ)
+        where = [f"{st.dialog_id}\x1f{st.turn_index}" for st in occ]
+        group = occurrence_group(h, where)
         for i in range(0, len(occ), per_call):
             batch = tuple(occ[i : i + per_call])
-            key = f"{h}|n={n_samples}|" + "|".join(f"{st.dialog_id}\x1f{st.turn_index}" for st in batch)
+            key = f"{h}|n={n_samples}|" + "|".join(where[i : i + per_call])
             calls.append(_Call(batch[0], batch, call_seed(seed, key), group=group))
     return calls
 
