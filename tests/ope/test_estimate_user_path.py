@@ -219,32 +219,51 @@ def test_the_position_settings_reach_the_features_from_the_params_file(tmp_path)
     assert width == 2 * plain + 1, width
 
 
-@pytest.mark.parametrize("setting", ["grounding", "reply_measures", "request"])
+KNOWLEDGE = "python:enigma.sim.knowledge:airline"
+
+
+@pytest.mark.parametrize("setting", ["grounding", "reply_measures", "request", "knowledge"])
 def test_a_pair_block_set_in_the_params_file_reaches_the_heads(tmp_path, setting):
-    """``dice.grounding``, ``dice.reply_measures`` or ``dice.request`` in the user's params file
-    (frozen sentence vectors, a ``python:`` agent sampled by the command): the saved heads read
-    that block beside the PCA and agreement blocks, and the run records the setting."""
+    """``dice.grounding``, ``dice.reply_measures``, ``dice.request`` or ``dice.knowledge`` in the
+    user's params file (frozen sentence vectors, a ``python:`` agent sampled by the command): the
+    saved heads read that block beside the PCA and agreement blocks, and the run records the setting."""
     import torch
     import yaml
 
     from enigma.encoders.frozen import AGREEMENT_DIM, GROUNDING_DIM, REQUEST_DIM
+    from enigma.encoders.knowledge import KNOWLEDGE_DIM
     from enigma.reply_measures import REPLY_MEASURES_DIM
 
-    blocks = ("grounding", "reply_measures", "request")
+    on = {"grounding": True, "reply_measures": True, "request": True, "knowledge": KNOWLEDGE}
+    off = {"grounding": False, "reply_measures": False, "request": False, "knowledge": None}
     store = T.write_tiny_store(tmp_path / "store", n_dialogues=12, agents=("a1", "a2"))
     params = yaml.safe_load(PARAMS.read_text())
     dice = params["estimators"]["enigma"]["dice"]
     # the setting on and the other blocks off, whatever the shipped defaults are
-    dice.update({b: b == setting for b in blocks}, interval_resamples=0)
+    wanted = {b: (on if b == setting else off)[b] for b in on}
+    dice.update(wanted, interval_resamples=0)
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
     r = enigma("estimate", "--experience", store, "--target", "t=python:enigma.agents.examples:echo", "--out", tmp_path / "out",
                "--params", tmp_path / "params.yaml", "--cache-dir", tmp_path / "cache", "-q")
     assert r.exit_code in (0, 3), r.output  # 3: a dozen dialogues may leave the solver short; the features are what is checked
     config = json.loads((tmp_path / "out" / "estimates.json").read_text())["diagnostics"]["t"]["config"]
-    assert {k: config[k] for k in blocks} == {k: k == setting for k in blocks}
-    block = {"grounding": GROUNDING_DIM, "reply_measures": REPLY_MEASURES_DIM, "request": REQUEST_DIM}[setting]
+    assert {k: config[k] for k in on} == wanted
+    block = {"grounding": GROUNDING_DIM, "reply_measures": REPLY_MEASURES_DIM, "request": REQUEST_DIM, "knowledge": KNOWLEDGE_DIM}[setting]
     heads = torch.load(next((tmp_path / "out" / "results").rglob("t.heads.pt")), weights_only=False)
     assert heads.zeta_net[-1].in_features == dice["project_dim"] + block + AGREEMENT_DIM
+
+
+def test_a_knowledge_base_that_cannot_be_loaded_is_one_clear_line_and_exit_2(tmp_path):
+    import yaml
+
+    store = T.write_tiny_store(tmp_path / "store", n_dialogues=4)
+    params = yaml.safe_load(PARAMS.read_text())
+    params["estimators"]["enigma"]["dice"].update(knowledge="python:enigma.sim.knowledge:no_such_base", interval_resamples=0)
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+    r = enigma("estimate", "--experience", store, "--target", "t=python:enigma.agents.examples:echo", "--out", tmp_path / "out",
+               "--params", tmp_path / "params.yaml", "--cache-dir", tmp_path / "cache", "-q")
+    assert r.exit_code == 2, r.output
+    assert "dice.knowledge 'python:enigma.sim.knowledge:no_such_base'" in r.output and "no_such_base" in r.output
 
 
 def test_a_run_that_did_not_converge_is_flagged_and_exits_3(tmp_path):

@@ -21,13 +21,14 @@ A block with nothing to show (no such turn, or a blank utterance, e.g. the empty
 turn of dialogues that the agent opens) is zeros. ``e`` is the mean-pooled, L2-normalised
 sentence embedding; the summary block is a mean of unit vectors, not renormalised.
 
-Four optional blocks follow, outside any projection (``passthrough_dim``), in this order:
+Five optional blocks follow, outside any projection (``passthrough_dim``), in this order:
 ``grounding`` (``grounding_features``: how much of what the reply asserts, its numbers and names,
 the dialogue had not mentioned before it), ``reply_measures`` (``enigma.reply_measures``: how much
 of the reply repeats the agent's earlier turns, itself or the user's last turn, whether it asks,
 its length), ``request`` (``request_features``: how close the reply is to the user's opening
-request), the three properties of the pair itself, and ``agreement`` (``agreement_features``: how
-far the logged dialogue has followed the target so far).
+request), ``knowledge`` (``enigma.encoders.knowledge``: what a knowledge base says about the
+entities the reply names, against the user's words), the four properties of the pair itself, and
+``agreement`` (``agreement_features``: how far the logged dialogue has followed the target so far).
 
 ``blocks`` selects the state blocks (``DEFAULT_BLOCKS`` by default; e.g. ``("last_user", "position")``
 for a smaller vector: the reply block is always there).
@@ -50,6 +51,7 @@ import torch
 from torch import nn
 
 from enigma.encoders.base import DialogueActions, PairEncoder, pad_rows, rows_of
+from enigma.encoders.knowledge import KNOWLEDGE_DIM, KnowledgeBase, knowledge_features
 from enigma.encoders.text_cache import EmbeddingCache
 from enigma.reply_measures import REPLY_MEASURES_DIM, agent_bigrams, reply_measures
 
@@ -85,6 +87,8 @@ class FrozenPrepared:
     reply_measures: torch.Tensor | None = None
     # [T, 1 + S, REQUEST_DIM] the replies' closeness to the opening request, laid out the same way
     request: torch.Tensor | None = None
+    # [T, 1 + S, KNOWLEDGE_DIM] the replies' looked-up facts against the user's words, laid out the same way
+    knowledge: torch.Tensor | None = None
 
     def __len__(self) -> int:
         return int(self.n_agent_turns.shape[0])
@@ -110,6 +114,7 @@ class FrozenPairEncoder(PairEncoder):
         grounding: bool = False,
         reply_measures: bool = False,
         request: bool = False,
+        knowledge: KnowledgeBase | None = None,
     ) -> None:
         super().__init__()
         if position_buckets < 1:
@@ -131,11 +136,12 @@ class FrozenPairEncoder(PairEncoder):
         self.grounding = grounding
         self.reply_measures = reply_measures
         self.request = request
-        # the grounding, reply-measure, request and agreement features stay outside any projection
-        # (the trainer's PCA included), in that order; the first three, like the text, describe the
-        # pair alone, so the fitted Q reads them with the text (``pair_passthrough_dim``)
+        self.knowledge = knowledge
+        # the grounding, reply-measure, request, knowledge and agreement features stay outside any
+        # projection (the trainer's PCA included), in that order; the first four, like the text,
+        # describe the pair alone, so the fitted Q reads them with the text (``pair_passthrough_dim``)
         self.pair_passthrough_dim = ((GROUNDING_DIM if grounding else 0) + (REPLY_MEASURES_DIM if reply_measures else 0)
-                                     + (REQUEST_DIM if request else 0))
+                                     + (REQUEST_DIM if request else 0) + (KNOWLEDGE_DIM if knowledge is not None else 0))
         self.passthrough_dim = self.pair_passthrough_dim + (AGREEMENT_DIM if agreement else 0)
         self.dim = (projection_dim or self.feature_dim) + self.passthrough_dim
 
@@ -159,12 +165,15 @@ class FrozenPairEncoder(PairEncoder):
         target_valid = torch.zeros((t_all, s_max), dtype=torch.bool)
         grounded = torch.zeros((t_all, 1 + s_max, GROUNDING_DIM)) if self.grounding else None
         measured = torch.zeros((t_all, 1 + s_max, REPLY_MEASURES_DIM)) if self.reply_measures else None
+        known = torch.zeros((t_all, 1 + s_max, KNOWLEDGE_DIM)) if self.knowledge is not None else None
+        looked_up: dict[str, object] = {}  # reply text -> its lookup: a store repeats its replies
         # earlier-history summaries: per turn row the text rows to average
         summary_members: list[list[int]] = []
         r = 0
         for d in dialogues:
             _check(d, max_agent_turns)
             said = Mentioned()
+            user_said = Mentioned()  # the user's words alone: what the looked-up facts are held against
             agent_said: set = set()  # the agent's bigrams before turn t
             seen = 0
             for k, t in enumerate(d.agent_turns):
@@ -175,6 +184,12 @@ class FrozenPairEncoder(PairEncoder):
                     measured[r, 0] = torch.tensor(reply_measures(d.turns[t].text, history, agent_said))
                     for s, reply in enumerate(d.target_replies[k]):
                         measured[r, 1 + s] = torch.tensor(reply_measures(reply, history, agent_said))
+                if known is not None:
+                    user_said.extend([u for u in history if u.role == "user"])
+                    for s, reply in enumerate((d.turns[t].text, *d.target_replies[k])):
+                        if reply not in looked_up:
+                            looked_up[reply] = self.knowledge.lookup(reply)
+                        known[r, s] = torch.tensor(knowledge_features(looked_up[reply], user_said.words))
                 if grounded is not None:
                     said.extend(history)
                     grounded[r, 0] = torch.tensor(grounding_features(d.turns[t].text, said))
@@ -215,7 +230,7 @@ class FrozenPairEncoder(PairEncoder):
         if self.agreement:
             agree = agreement_features(vectors_of, texts_of, logged, target, target_valid, lengths)
         return FrozenPrepared(table, lengths, max_agent_turns, logged, target, last_user, prev_agent, summary, position,
-                              target_valid, first_user, agree, grounded, measured, requested)
+                              target_valid, first_user, agree, grounded, measured, requested, known)
 
     def turn_rows(self, prepared: FrozenPrepared, index: torch.Tensor, n_agent_turns: torch.Tensor | None = None
                   ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -240,7 +255,7 @@ class FrozenPairEncoder(PairEncoder):
             logged, target = self.projection(logged.to(device)), self.projection(target.to(device))
             target_valid = target_valid.to(device)
         # the passthrough blocks, each [T, 1 + S, width]: the logged pair's, then each target sample's
-        for block in (prepared.grounding, prepared.reply_measures, prepared.request, prepared.agreement):
+        for block in (prepared.grounding, prepared.reply_measures, prepared.request, prepared.knowledge, prepared.agreement):
             if block is not None:
                 block = block[r].to(logged.device)
                 logged = torch.cat([logged, block[:, 0]], dim=-1)

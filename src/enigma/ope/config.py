@@ -20,7 +20,7 @@ VALUE_DEFAULTS = {"value": "weighted", "q_ridge": 1e-6}
 RANDOM_FEATURE_DEFAULTS = {"random_features": 0, "random_features_scale": 1.0}
 # settings added after results were saved that change nothing at these values (the dr value's
 # guard only flags): left out of a fingerprint while at them
-LATER_DEFAULTS = {"turn_interactions": False, "dr_slot_tol": 0.1, "grounding": False, "reply_measures": False, "pca": "randomized", "request": False}
+LATER_DEFAULTS = {"turn_interactions": False, "dr_slot_tol": 0.1, "grounding": False, "reply_measures": False, "pca": "randomized", "request": False, "knowledge": None}
 Q_MODEL_FIELDS = frozenset({"q_model", "fqe"})  # left out of a fingerprint while q_model is lstd or the value weighted
 FQE_DEFAULTS = {"project_dim": None, "position": False, "ensemble": 1, "standardise": False, "linear_members": 0, "lstd_residual": False}  # fqe fields left out of a fingerprint at these values (results saved before them stay valid)
 
@@ -162,6 +162,10 @@ class DiceConfig(BaseModel):
     # frozen: append how close each pair's reply is to the user's opening request (cosine and word
     # F1 with the first user turn); the heads and the fqe Q read it (encoders/frozen.py, request_features)
     request: bool = False
+    # frozen: append what the facts a reply looks up say against the user's words (whether it
+    # names what the knowledge base holds, the share of those facts the user never said, whether
+    # the base contradicts it), from 'python:<module>:<factory>' (encoders/knowledge.py); null: none
+    knowledge: str | None = Field(None, pattern=r"^python:[\w.]+:\w+$")
     device: Literal["auto", "cpu", "cuda"] = "auto"
     # CPU threads for torch in the estimate command: the per-step ops are small, and on a busy
     # 2-core machine two threads ran 8x slower than one (benchmarks/results/ope_speed.md)
@@ -175,7 +179,7 @@ class DiceConfig(BaseModel):
         # projection or the text agreement block would make the tabular problem approximate
         # again, so the text features' settings never apply to it
         if isinstance(data, dict) and data.get("encoder") == "onehot":
-            data = dict(data, project_dim=None, agreement=False, grounding=False, reply_measures=False, request=False, random_features=0, turn_interactions=False)
+            data = dict(data, project_dim=None, agreement=False, grounding=False, reply_measures=False, request=False, knowledge=None, random_features=0, turn_interactions=False)
         return data
 
     @model_validator(mode="after")
@@ -198,6 +202,8 @@ class DiceConfig(BaseModel):
             raise ValueError("reply_measures is a block of the frozen encoder's pair vectors: it needs encoder frozen")
         if self.request and self.encoder == "finetune":
             raise ValueError("request is a block of the frozen encoder's pair vectors: it needs encoder frozen")
+        if self.knowledge is not None and self.encoder == "finetune":
+            raise ValueError("knowledge is a block of the frozen encoder's pair vectors: it needs encoder frozen")
         if self.turn_interactions and self.encoder == "finetune":
             raise ValueError("turn_interactions are computed once from fixed features: they need encoder frozen")
         if self.random_features and self.encoder == "finetune":

@@ -134,6 +134,7 @@ def build_encoder(cfg: DiceConfig, cache_dir: str | Path | None = None, encode: 
         return OneHotPairEncoder()
     if cfg.encoder == "frozen":
         from enigma.encoders.frozen import FrozenPairEncoder
+        from enigma.encoders.knowledge import load_knowledge
 
         if cache_dir is not None:
             encode = encode.model_copy(update={"cache": encode.cache.model_copy(update={"cache_dir": str(cache_dir)})})
@@ -142,6 +143,7 @@ def build_encoder(cfg: DiceConfig, cache_dir: str | Path | None = None, encode: 
             encode.embedding_cache(cfg.encoder_model, progress=progress), position_buckets=f.position_buckets,
             projection_dim=f.projection_dim, blocks=tuple(f.blocks), agreement=cfg.agreement,
             grounding=cfg.grounding, reply_measures=cfg.reply_measures, request=cfg.request,
+            knowledge=load_knowledge(cfg.knowledge) if cfg.knowledge else None,
         )
     from enigma.encoders.finetune import FinetunePairEncoder
 

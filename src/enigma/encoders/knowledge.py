@@ -1,0 +1,83 @@
+"""The knowledge block of the frozen encoder (``dice.knowledge``): what a reply's looked-up facts
+say against the user's words.
+
+In a task dialogue the agent acts on a knowledge base as well as on the words: a booking names a
+flight number, and whether that flight is the one the user asked for is in the table, not in the
+text. A text-only evaluator then meets the logging agents' table lookups as confounding: two
+bookings read alike and differ only in the table. When the user's data has such a table (AirDialogue
+ships one per dialogue; the simulator has ``enigma.sim.world``), ``dice.knowledge`` names an
+object that reads it, ``python:<module>:<factory>``, and three numbers per pair go beside the
+grounding block, outside the PCA (``KNOWLEDGE_MEASURES``):
+
+- whether the reply names anything the knowledge base holds;
+- the share of the named entities' facts (a flight's cities and dates) that the *user* had not
+  said before the reply: an agent that misheard a city books a flight whose route nobody said;
+- whether the knowledge base contradicts the reply (a flight that does not exist, a cancelled
+  reservation the book does not hold).
+
+The object needs one method, ``lookup(reply: str) -> Lookup``. It must read only what the agents
+themselves could look up, never the user's goal or a rating.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from dataclasses import dataclass
+from typing import Protocol
+
+KNOWLEDGE_MEASURES = ("names_known", "facts_unsaid", "contradicted")
+KNOWLEDGE_DIM = len(KNOWLEDGE_MEASURES)
+
+
+@dataclass(frozen=True)
+class Lookup:
+    """What a knowledge base says about one reply.
+
+    ``facts``: one entry per fact of the entities the reply names, each the fact's spellings as the
+    user might have said it (``("march", "3")`` for a month); a fact counts as said when every word
+    of one spelling is among the user's words. ``found``: how many entities the reply names that
+    the base holds; ``contradicted``: how many of the reply's claims the base contradicts."""
+
+    facts: tuple[tuple[str, ...], ...] = ()
+    found: int = 0
+    contradicted: int = 0
+
+
+class KnowledgeBase(Protocol):
+    def lookup(self, reply: str) -> Lookup: ...
+
+
+def knowledge_features(lookup: Lookup, user_words: set[str] | frozenset[str]) -> list[float]:
+    """``KNOWLEDGE_MEASURES`` of one reply's lookup, against the user's words so far."""
+
+    def said(fact: tuple[str, ...]) -> bool:
+        return any(all(w in user_words for w in spelling.split()) for spelling in fact)
+
+    unsaid = sum(not said(f) for f in lookup.facts) / len(lookup.facts) if lookup.facts else 0.0
+    return [float(lookup.found > 0), unsaid, float(lookup.contradicted > 0)]
+
+
+def load_knowledge(spec: str) -> KnowledgeBase:
+    """The knowledge base named by ``python:<module>:<factory>`` (the factory takes no arguments)."""
+    where = f"dice.knowledge {spec!r}"
+    if not spec.startswith("python:") or spec.count(":") != 2:
+        raise ValueError(f"{where}: expected 'python:<module>:<factory>'")
+    _, module_name, factory_name = spec.split(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ValueError(f"{where}: cannot import module {module_name!r} ({exc})") from None
+    factory = getattr(module, factory_name, None)
+    if not callable(factory):
+        raise ValueError(f"{where}: module {module_name!r} has no callable {factory_name!r}")
+    try:
+        inspect.signature(factory).bind()
+    except TypeError as exc:
+        raise ValueError(f"{where}: the factory must be callable with no arguments ({exc})") from None
+    except ValueError:  # no signature available: just call it
+        pass
+    base = factory()
+    if not callable(getattr(base, "lookup", None)):
+        raise ValueError(f"{where}: {module_name}.{factory_name}() returned {type(base).__name__}, which has no lookup(reply)")
+    return base

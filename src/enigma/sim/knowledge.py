@@ -1,0 +1,67 @@
+"""The airline world as a knowledge base an evaluator may read (``dice.knowledge``).
+
+An agent of this world acts on what it heard *and* on what it looked up: the timetable and the
+reservation book of ``enigma.sim.world``. A booking names a flight number, never its route, so
+whether it is the flight the customer asked for is not in the words of any turn; it is in the
+table. AirDialogue ships each dialogue's table with the dialogue for the same reason. This module
+is that table's side of the frozen encoder's knowledge block (``enigma.encoders.knowledge``): for
+one reply it says which entities the reply names, what the table knows about them, and which of
+the reply's claims the table contradicts. It never reads a customer's goal or a rating, only the
+public world that every seller queries.
+
+Spec: ``python:enigma.sim.knowledge:airline``.
+"""
+
+from __future__ import annotations
+
+import re
+
+from enigma.encoders.knowledge import Lookup
+from enigma.sim import world as W
+from enigma.sim.language import read_action
+
+# flight numbers are six digits (world: 100000 plus the position in the whole timetable)
+_NUMBER = re.compile(r"(?<![\d$.])(\d{6})(?![\d])")
+_STATUSES_ON_A_RESERVATION = ("change", "cancel")
+
+
+def _flight_facts(f: W.Flight) -> tuple[tuple[str, ...], ...]:
+    """What the customer would have said for this flight: the two cities and the two dates,
+    each date as its day and its month (by name or by number, the customer's ``3/9`` form)."""
+    month = W.MONTHS[f.dep_month - 1].lower()
+    return (
+        (W.AIRPORTS[f.origin].lower(),),
+        (W.AIRPORTS[f.destination].lower(),),
+        (month, str(f.dep_month)),
+        (str(f.dep_day),),
+        (str(f.ret_day),),
+    )
+
+
+class AirlineKnowledge:
+    """``lookup(reply)``: the flights a reply names (any six-digit number the timetable holds)
+    and, for its final action, whether the reservation book agrees with it."""
+
+    def lookup(self, reply: str) -> Lookup:
+        facts: list[tuple[str, ...]] = []
+        found = contradicted = 0
+        for number in dict.fromkeys(int(m) for m in _NUMBER.findall(reply)):  # once each, in order
+            flight = W.flight_by_number(number)
+            if flight is None:
+                contradicted += 1  # a flight number the timetable does not have
+            else:
+                found += 1
+                facts.extend(_flight_facts(flight))
+        action = read_action(reply)
+        if action is not None and action.name.strip():
+            held = W.reservation_for(action.name) is not None
+            found += 1
+            if action.status in _STATUSES_ON_A_RESERVATION and not held:
+                contradicted += 1  # changed or cancelled a reservation the book does not hold
+            elif action.status == "no_reservation" and held:
+                contradicted += 1  # said there is none where the book holds one
+        return Lookup(tuple(facts), found, contradicted)
+
+
+def airline() -> AirlineKnowledge:
+    return AirlineKnowledge()

@@ -1,0 +1,139 @@
+"""The knowledge block (``dice.knowledge``): what the facts a reply looks up in a knowledge base
+say against the user's words, with the airline world as the base (``enigma.sim.knowledge``)."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from enigma.contracts import Turn
+from enigma.encoders.base import DialogueActions
+from enigma.encoders.frozen import AGREEMENT_DIM, GROUNDING_DIM, FrozenPairEncoder
+from enigma.encoders.knowledge import KNOWLEDGE_DIM, Lookup, knowledge_features, load_knowledge
+from enigma.encoders.text_cache import EmbeddingCache
+from enigma.ope.config import DiceConfig
+from enigma.sim import world as W
+from enigma.sim.knowledge import airline
+from enigma.sim.language import fmt_action
+
+KB = airline()
+FLIGHT = W.timetable("BOS", "DEN", 9)[0]  # Boston to Denver in September
+ELSEWHERE = W.timetable("BOS", "DFW", 9)[0]  # Boston to Dallas
+
+
+def _name(holds: bool) -> str:
+    return next(f"{a} {b}" for a, b in itertools.product(W.FIRST_NAMES, W.LAST_NAMES)
+                if (W.reservation_for(f"{a} {b}") is not None) == holds)
+
+
+HOLDER, NOBODY = _name(True), _name(False)
+
+
+def _user_words(*turns: str) -> frozenset[str]:
+    from enigma.encoders.frozen import Mentioned
+
+    said = Mentioned()
+    said.extend([Turn("user", t) for t in turns])
+    return frozenset(said.words)
+
+
+ASKED = _user_words(f"i want to fly from boston to denver, out on september {FLIGHT.dep_day}th "
+                    f"and back on the {FLIGHT.ret_day}th. i am {HOLDER}")
+
+
+def test_a_booking_of_the_flight_the_user_asked_for_has_every_fact_said():
+    booked = f"Booked. {fmt_action('book', FLIGHT.number, HOLDER)}"
+    assert knowledge_features(KB.lookup(booked), ASKED) == [1.0, 0.0, 0.0]
+
+
+def test_a_booking_on_a_route_nobody_said_is_told_by_its_facts():
+    """The reply says only a flight number: which route it is is in the table."""
+    look = KB.lookup(f"Your ticket on flight {ELSEWHERE.number} has been booked. {fmt_action('book', ELSEWHERE.number, HOLDER)}")
+    assert look.found == 2  # the flight once (the text and the tag name the same one), the name
+    assert look.facts[:2] == (("boston",), ("dallas",))  # then the month, by name or number, and the two days
+    said = [any(all(w in ASKED for w in s.split()) for s in fact) for fact in look.facts]
+    assert said[:3] == [True, False, True]  # the user said Boston and September, never Dallas
+    assert knowledge_features(look, ASKED) == [1.0, said.count(False) / 5, 0.0]
+
+
+def test_a_month_said_as_a_number_counts_as_said():
+    numeric = _user_words(f"boston to denver, {FLIGHT.dep_month}/{FLIGHT.dep_day} to {FLIGHT.ret_month}/{FLIGHT.ret_day}")
+    assert knowledge_features(KB.lookup(f"flight {FLIGHT.number}"), numeric)[1] == 0.0
+
+
+@pytest.mark.parametrize(
+    "reply, contradicted",
+    [
+        (fmt_action("cancel", None, NOBODY), 1.0),  # cancels a reservation the book does not hold
+        (fmt_action("change", FLIGHT.number, NOBODY), 1.0),
+        (fmt_action("cancel", None, HOLDER), 0.0),
+        (fmt_action("no_reservation", None, HOLDER), 1.0),  # says there is none where there is one
+        (fmt_action("no_reservation", None, NOBODY), 0.0),
+        (fmt_action("book", 999999, HOLDER), 1.0),  # a flight number the timetable does not have
+    ],
+)
+def test_the_reservation_book_and_the_timetable_contradict_wrong_claims(reply, contradicted):
+    assert knowledge_features(KB.lookup(reply), ASKED)[2] == contradicted
+
+
+def test_prices_and_other_numbers_are_not_flights_and_a_reply_without_facts_is_zeros():
+    assert KB.lookup("That is $1290, or 2 stops, leaving at 13:00 on 9/12.") == Lookup()
+    assert knowledge_features(Lookup(), ASKED) == [0.0, 0.0, 0.0]
+
+
+D = DialogueActions(
+    "d",
+    (
+        Turn("user", "hello, i want to fly from boston to denver"),
+        Turn("agent", "Which dates?"),
+        Turn("user", f"september {FLIGHT.dep_day} to {FLIGHT.ret_day}. i am {HOLDER}"),
+        Turn("agent", f"Done. {fmt_action('book', FLIGHT.number, HOLDER)}"),
+    ),
+    (1, 3),
+    (("Your name?",), (f"Done. {fmt_action('book', ELSEWHERE.number, HOLDER)}", f"Done. {fmt_action('cancel', None, NOBODY)}")),
+)
+
+
+@pytest.fixture()
+def cache(tiny_model_dir, tmp_path):
+    return EmbeddingCache(str(tiny_model_dir), tmp_path, progress=False)
+
+
+def test_the_encoder_lays_the_block_out_per_pair_beside_the_grounding_block(cache):
+    enc = FrozenPairEncoder(cache, grounding=True, agreement=True, knowledge=KB)
+    assert enc.pair_passthrough_dim == GROUNDING_DIM + KNOWLEDGE_DIM
+    assert enc.passthrough_dim == GROUNDING_DIM + KNOWLEDGE_DIM + AGREEMENT_DIM
+    prepared = enc.prepare([D], max_agent_turns=2)
+    k = prepared.knowledge  # [T, 1 + S, KNOWLEDGE_DIM]: the logged reply, then the target's samples
+    assert k.shape == (2, 3, KNOWLEDGE_DIM)
+    assert k[0].abs().sum() == 0  # no reply of the first turn names anything
+    assert k[1, 0].tolist() == [1.0, 0.0, 0.0]  # the flight the user asked for
+    assert k[1, 1, 1] > 0 and k[1, 1, 2] == 0  # another route: facts nobody said
+    assert k[1, 2].tolist() == [1.0, 0.0, 1.0]  # a cancellation the book does not hold
+    logged, target = enc(prepared, __import__("torch").tensor([0]))
+    start = enc.dim - AGREEMENT_DIM - KNOWLEDGE_DIM
+    assert target[0, 1, 1, start:start + KNOWLEDGE_DIM].tolist() == [1.0, 0.0, 1.0]
+
+
+@pytest.mark.parametrize(
+    "spec, says",
+    [
+        ("enigma.sim.knowledge:airline", "expected 'python:<module>:<factory>'"),
+        ("python:enigma.no_such_module:airline", "cannot import module 'enigma.no_such_module'"),
+        ("python:enigma.sim.knowledge:nothing", "has no callable 'nothing'"),
+        ("python:enigma.sim.knowledge:Lookup", "which has no lookup(reply)"),
+    ],
+)
+def test_a_spec_that_names_no_knowledge_base_is_a_clear_error(spec, says):
+    with pytest.raises(ValueError, match=r".*") as err:
+        load_knowledge(spec)
+    assert says in str(err.value) and spec in str(err.value)
+
+
+def test_the_setting_needs_the_frozen_encoder_and_a_python_spec():
+    with pytest.raises(ValueError, match="knowledge is a block of the frozen encoder"):
+        DiceConfig(encoder="finetune", solver="gda", knowledge="python:enigma.sim.knowledge:airline")
+    with pytest.raises(ValueError, match="knowledge"):
+        DiceConfig(knowledge="enigma/sim/knowledge.py")
+    assert DiceConfig(encoder="onehot", knowledge="python:enigma.sim.knowledge:airline").knowledge is None
