@@ -51,7 +51,7 @@ import torch
 from torch import nn
 
 from enigma.encoders.base import DialogueActions, PairEncoder, pad_rows, rows_of
-from enigma.encoders.knowledge import KNOWLEDGE_DIM, KnowledgeBase, knowledge_features
+from enigma.encoders.knowledge import KNOWLEDGE_DIM, KnowledgeBase, Lookup, knowledge_features
 from enigma.encoders.text_cache import EmbeddingCache
 from enigma.reply_measures import REPLY_MEASURES_DIM, agent_bigrams, reply_measures
 
@@ -166,7 +166,7 @@ class FrozenPairEncoder(PairEncoder):
         grounded = torch.zeros((t_all, 1 + s_max, GROUNDING_DIM)) if self.grounding else None
         measured = torch.zeros((t_all, 1 + s_max, REPLY_MEASURES_DIM)) if self.reply_measures else None
         known = torch.zeros((t_all, 1 + s_max, KNOWLEDGE_DIM)) if self.knowledge is not None else None
-        looked_up: dict[str, object] = {}  # reply text -> its lookup: a store repeats its replies
+        looked_up: dict[str, Lookup] = {}  # reply text -> its lookup: a store repeats its replies
         # earlier-history summaries: per turn row the text rows to average
         summary_members: list[list[int]] = []
         r = 0
