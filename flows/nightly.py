@@ -123,7 +123,7 @@ def _score_each(
         for est in cfg.estimators:
             score_futures[(a.name, est)] = score_agent.submit(
                 store, store_digest, params, est, a.name, a.fingerprint, targets,
-                str(Path(cfg.work_dir) / "results"), labels={"spec": a.spec},
+                str(Path(cfg.work_dir) / "results"), labels={"spec": a.spec}, knowledge=cfg.knowledge,
             )
     scores = {}
     for (name, est), f in score_futures.items():

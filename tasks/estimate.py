@@ -21,13 +21,14 @@ def estimate_heldout(b, params, estimator: str, agent_id: str, targets: Any, sto
     from enigma.store.experience import ExperienceStore
 
     rollouts = ExperienceStore.open(b.rollouts) if b.rollouts is not None else None
-    return estimate_agent(b, build_estimator(estimator, params), agent_id, targets, ExperienceStore.open(b.store),
+    return estimate_agent(b, build_estimator(estimator, params, knowledge=b.config.knowledge), agent_id, targets, ExperienceStore.open(b.store),
                           rollouts, b.results_dir(full))
 
 
 @task(name="score-agent", **CACHED)
 def score_agent(store_dir: str, store_digest: str, params, estimator: str, agent_name: str, agent_fingerprint: str,
-                targets: Any, results_dir: str, labels: dict[str, str] | None = None) -> dict:
+                targets: Any, results_dir: str, labels: dict[str, str] | None = None,
+                knowledge: str | None = None) -> dict:
     """A new agent (no rated dialogues of its own) scored on the whole store: the nightly job's
     estimate (``enigma.pipeline.score.score_agent``). ``agent_fingerprint`` keys the cache, so a
     replaced checkpoint under the same name is scored again."""
@@ -35,5 +36,5 @@ def score_agent(store_dir: str, store_digest: str, params, estimator: str, agent
     from enigma.pipeline.score import score_agent as _score
     from enigma.store.experience import ExperienceStore
 
-    return _score(ExperienceStore.open(store_dir), build_estimator(estimator, params), agent_name, targets, results_dir,
+    return _score(ExperienceStore.open(store_dir), build_estimator(estimator, params, knowledge=knowledge), agent_name, targets, results_dir,
                   labels=labels)

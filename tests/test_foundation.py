@@ -73,6 +73,27 @@ def test_shared_values_fill_every_section_that_uses_them_unless_it_sets_its_own(
     assert dice_config("enigma", Params.from_dict({"shared": {"seed": 4}})).seed == 4
 
 
+def test_a_benchmarks_knowledge_base_applies_where_no_entry_of_the_chain_sets_one():
+    from enigma.estimators import dice_config
+
+    airline = "python:enigma.sim.knowledge:airline"
+    params = Params.from_dict({"estimators": {
+        "enigma": {"dice": {"encoder": "frozen"}},
+        "studied": {"base": "enigma", "dice": {"knowledge": None}},  # kept as it was studied
+        "on-studied": {"base": "studied", "dice": {"seed": 2}},  # inherits that choice
+        "own": {"base": "enigma", "dice": {"knowledge": "python:my.base:facts"}},
+        "tuned": {"base": "enigma", "dice": {"encoder": "finetune"}},
+    }})
+    assert dice_config("enigma", params, airline).knowledge == airline
+    assert dice_config("enigma", params).knowledge is None  # `enigma estimate` runs on no benchmark
+    assert dice_config("studied", params, airline).knowledge is None
+    assert dice_config("on-studied", params, airline).knowledge is None
+    assert dice_config("own", params, airline).knowledge == "python:my.base:facts"
+    # an entry that cannot read the benchmark's base says where the base came from
+    with pytest.raises(ParamsError, match="(?s)estimators.tuned.dice: .*frozen.*the benchmark's; knowledge: null in the entry"):
+        dice_config("tuned", params, airline)
+
+
 def test_params_of_the_earlier_shape_say_where_things_went(tmp_path):
     p = tmp_path / "params.yaml"
     for text, says in (("dice: {steps: 5}\n", "estimators.<name>.dice"),

@@ -58,9 +58,11 @@ def names(params: Params) -> list[str]:
     return list(params.estimators) + list(COMPARATORS)
 
 
-def dice_config(name: str, params: Params) -> DiceConfig:
+def dice_config(name: str, params: Params, knowledge: str | None = None) -> DiceConfig:
     """The DICE configuration of ENIGMA entry ``name``: its base's ``dice`` settings (and the
-    base's base's), overridden key by key by its own."""
+    base's base's), overridden key by key by its own. ``knowledge`` is the knowledge base of the
+    data it runs on (``benchmarks.<b>.knowledge``): it applies where no entry of the chain sets
+    ``knowledge`` itself, so ``knowledge: null`` keeps a studied setting as it was studied."""
     chain = []
     entry = params.estimators[name]
     while True:
@@ -71,18 +73,23 @@ def dice_config(name: str, params: Params) -> DiceConfig:
     section: dict[str, Any] = {}
     for dice in reversed(chain):
         section.update(dice)
+    inherited = knowledge is not None and "knowledge" not in section
+    if inherited:
+        section["knowledge"] = knowledge
     try:
         return DiceConfig.from_section(section)
     except ValueError as exc:
-        raise ParamsError(f"estimators.{name}.dice: {exc}") from exc
+        where = f" (knowledge {knowledge!r} is the benchmark's; knowledge: null in the entry runs it without)" if inherited else ""
+        raise ParamsError(f"estimators.{name}.dice: {exc}{where}") from exc
 
 
-def enigma(name: str, params: Params, *, progress: bool = False):
-    """ENIGMA entry ``name`` of ``params.estimators``; its frozen encoder's vectors are cached
-    where the encode stage keeps them, so a study re-encodes nothing."""
+def enigma(name: str, params: Params, *, knowledge: str | None = None, progress: bool = False):
+    """ENIGMA entry ``name`` of ``params.estimators`` (``knowledge``: as in ``dice_config``); its
+    frozen encoder's vectors are cached where the encode stage keeps them, so a study re-encodes
+    nothing."""
     from enigma.ope.estimator import EnigmaEstimator
 
-    cfg = dice_config(name, params)
+    cfg = dice_config(name, params, knowledge)
     if params.estimators[name].random_encoder:
         if cfg.encoder == "onehot":
             raise ParamsError(f"estimators.{name}: random_encoder needs a text encoder (dice.encoder frozen or finetune), not onehot")
@@ -92,10 +99,12 @@ def enigma(name: str, params: Params, *, progress: bool = False):
     return EnigmaEstimator(cfg, encode=params.encode, name=name, progress=progress)
 
 
-def build_estimator(name: str, params: Params, *, progress: bool = False) -> Estimator:
-    """The estimator registered under ``name`` (see the module docstring)."""
+def build_estimator(name: str, params: Params, *, knowledge: str | None = None, progress: bool = False) -> Estimator:
+    """The estimator registered under ``name`` (see the module docstring). ``knowledge``: the
+    knowledge base of the data it runs on, for ENIGMA's entries (``dice_config``); the
+    comparators read no knowledge base."""
     if name in params.estimators:
-        return enigma(name, params, progress=progress)
+        return enigma(name, params, knowledge=knowledge, progress=progress)
     if name in COMPARATORS:
         return COMPARATORS[name](params.comparators)
     if not name.startswith("python:"):

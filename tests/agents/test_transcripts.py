@@ -165,7 +165,7 @@ def test_own_chats_stand_in_through_the_sampler_as_the_benchmark_runs_it(own_cha
 
     entry = {"source": {"ingest": "see2019", "path": "raw"}, "rollouts": None,
              "agent_spec": "transcripts:{store}?agent={agent}", "estimators": ["experience-mean"],
-             "full_estimators": [], "note": None}
+             "knowledge": None, "full_estimators": [], "note": None}
     b = Params.from_dict({"pipeline": {"data_dir": str(tmp_path)}, "report": {"out_dir": "r"},
                           "benchmarks": {"own": entry}}).benchmark("own")
     import shutil

@@ -72,6 +72,7 @@ def workspace(tmp_path: Path) -> dict:
                 "rollouts": None,
                 "agent_spec": AGENT_SPEC,
                 "estimators": list(TINY_ESTIMATORS),
+                "knowledge": None,
                 "full_estimators": [],
                 "note": None,
             }

@@ -8,7 +8,7 @@ from enigma.params import Params, ParamsError
 from tests.pipeline.conftest import AGENT_SPEC, build_store
 
 ENTRY = {"source": {"ingest": "parquet", "path": "raw"}, "rollouts": None, "agent_spec": AGENT_SPEC,
-         "estimators": ["experience-mean"], "full_estimators": [], "note": None}
+         "estimators": ["experience-mean"], "knowledge": None, "full_estimators": [], "note": None}
 
 
 def _params(**entry) -> Params:
@@ -34,6 +34,7 @@ def test_paths_follow_from_the_name():
     ({"source": {"path": "raw", "ingest": "jsonl", "simulate": {}}}, "exactly one of 'simulate'"),
     ({"rollouts": {}}, "exactly one of 'learned_customer' or 'ingest'"),
     ({"full_estimators": ["experience-mean"]}, r"in both 'estimators' and 'full_estimators'"),
+    ({"knowledge": "enigma.sim.knowledge:airline"}, "knowledge"),
     ({"source": {"path": "src/enigma/sim", "simulate": {}}, "rollouts": {"ingest": "see2019-selfplay"}}, "the source must be ingest too"),
 ])
 def test_a_bad_entry_is_one_error_that_names_the_section(change, says):

@@ -81,7 +81,7 @@ def test_a_benchmark_added_as_one_params_entry_runs_with_dvc_repro(tmp_path):
     params = yaml.safe_load((REPO_ROOT / "params.yaml").read_text())
     params["benchmarks"] = {"mine": {
         "source": {"ingest": "parquet", "path": "data/raw/mine"}, "rollouts": None, "agent_spec": AGENT_SPEC,
-        "estimators": ["enigma", "experience-mean"], "full_estimators": [], "note": None,
+        "estimators": ["enigma", "experience-mean"], "knowledge": None, "full_estimators": [], "note": None,
     }}
     params["sample"]["cache_dir"] = str(tmp_path / "sample-cache")
     params["shared"]["embedding_cache"] = str(tmp_path / "embeddings")

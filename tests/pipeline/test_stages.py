@@ -178,3 +178,36 @@ def test_an_entrys_note_is_in_the_reports_labels(workspace):
     assert "note" not in s["estimators"]["enigma"]["labels"]
     html = (workspace["report"] / "index.html").read_text()
     assert "a studied setting: fewer steps" in html
+
+
+def test_a_benchmarks_knowledge_base_reaches_its_enigma_through_the_train_stage(workspace):
+    """``benchmarks.<b>.knowledge``, as `dvc repro` runs it: the train stage's ENIGMA reads the
+    knowledge block (its saved heads are wider by it), an entry that sets ``dice.knowledge: null``
+    (a studied setting kept as it was studied) reads none, and a base that cannot be loaded is one
+    line naming the setting."""
+    import torch
+
+    from enigma.encoders.knowledge import KNOWLEDGE_DIM
+
+    cfg = workspace["cfg"]
+    cfg["shared"] = {"embedding_cache": str(workspace["root"] / "embeddings")}
+    cfg["estimators"] = {
+        "enigma": {"dice": {"preset": "exact_nu", "encoder": "frozen", "project_dim": 4, "interval_resamples": 0}},
+        "enigma-plain": {"base": "enigma", "dice": {"knowledge": None}},
+    }
+    b = cfg["benchmarks"]["tiny"]
+    b.update(estimators=["enigma", "enigma-plain"], knowledge="python:enigma.sim.knowledge:airline")
+    write_params(workspace)
+    for s in ("store", "rollouts", "sample", "train"):
+        _ok(stage(workspace, s, "tiny"))
+
+    def width(name: str) -> int:
+        heads = torch.load(workspace["data"] / "results" / name / "a1.heads.pt", weights_only=False)
+        return heads.zeta_net[-1].in_features
+
+    assert width("enigma") == width("enigma-plain") + KNOWLEDGE_DIM
+    b["knowledge"] = "python:enigma.sim.knowledge:no_such_base"
+    write_params(workspace)
+    r = stage(workspace, "train", "tiny")
+    assert r.exit_code == 2 and "Traceback" not in r.output, r.output
+    assert "benchmarks.tiny.knowledge 'python:enigma.sim.knowledge:no_such_base': module 'enigma.sim.knowledge' has no callable" in r.output

@@ -28,6 +28,8 @@ from typing import Protocol
 
 KNOWLEDGE_MEASURES = ("names_known", "facts_unsaid", "contradicted")
 KNOWLEDGE_DIM = len(KNOWLEDGE_MEASURES)
+# How a setting names a knowledge base (dice.knowledge, benchmarks.<b>.knowledge): load_knowledge
+KNOWLEDGE_SPEC = r"^python:[\w.]+:\w+$"
 
 
 @dataclass(frozen=True)
@@ -58,9 +60,10 @@ def knowledge_features(lookup: Lookup, user_words: set[str] | frozenset[str]) ->
     return [float(lookup.found > 0), unsaid, float(lookup.contradicted > 0)]
 
 
-def load_knowledge(spec: str) -> KnowledgeBase:
-    """The knowledge base named by ``python:<module>:<factory>`` (the factory takes no arguments)."""
-    where = f"dice.knowledge {spec!r}"
+def load_knowledge(spec: str, setting: str = "dice.knowledge") -> KnowledgeBase:
+    """The knowledge base named by ``python:<module>:<factory>`` (the factory takes no arguments);
+    an error names ``setting``, the key that gave the spec."""
+    where = f"{setting} {spec!r}"
     if not spec.startswith("python:") or spec.count(":") != 2:
         raise ValueError(f"{where}: expected 'python:<module>:<factory>'")
     _, module_name, factory_name = spec.split(":")

@@ -11,6 +11,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from enigma.encoders.knowledge import KNOWLEDGE_SPEC
+
 
 # settings that change nothing while interval_resamples is 0: left out of a fingerprint then
 INTERVAL_FIELDS = frozenset({"interval_resamples", "interval_level", "interval_tol", "interval_steps"})
@@ -165,7 +167,7 @@ class DiceConfig(BaseModel):
     # frozen: append what the facts a reply looks up say against the user's words (whether it
     # names what the knowledge base holds, the share of those facts the user never said, whether
     # the base contradicts it), from 'python:<module>:<factory>' (encoders/knowledge.py); null: none
-    knowledge: str | None = Field(None, pattern=r"^python:[\w.]+:\w+$")
+    knowledge: str | None = Field(None, pattern=KNOWLEDGE_SPEC)
     device: Literal["auto", "cpu", "cuda"] = "auto"
     # CPU threads for torch in the estimate command: the per-step ops are small, and on a busy
     # 2-core machine two threads ran 8x slower than one (benchmarks/results/ope_speed.md)

@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from enigma.encoders.knowledge import KNOWLEDGE_SPEC
 from enigma.rollouts.learned_customer import LearnedCustomerConfig
 
 
@@ -72,6 +73,11 @@ class BenchmarkConfig(BaseModel):
     # rollouts folder (e.g. ``transcripts:{rollouts}?agent={agent}``), ``{store}`` its rated store
     # (e.g. ``transcripts:{store}?agent={agent}``: the agent's own chats, ratings unread).
     agent_spec: str
+    # What the agents' world knows, 'python:<module>:<factory>' (enigma.encoders.knowledge; e.g.
+    # the airline timetable and reservation book): every ENIGMA estimator of the benchmark reads
+    # it, except an entry that sets dice.knowledge itself (null: a studied setting stays as it
+    # was studied); null: the benchmark has none.
+    knowledge: str | None = Field(pattern=KNOWLEDGE_SPEC)
     estimators: list[str]  # the main run
     # The slow ones: their own train stage and results folder, reported beside the main run's in
     # the full report ([]: none).
@@ -161,6 +167,9 @@ class NightlyConfig(BaseModel):
     work_dir: Path = Path("data/work/nightly")
     report_dir: Path = Path("reports/nightly")
     estimators: list[str] = ["enigma"]
+    # the store's knowledge base, as its benchmark's (benchmarks.<b>.knowledge): the estimates
+    # must be made as the calibration results were
+    knowledge: str | None = Field(None, pattern=KNOWLEDGE_SPEC)
     # the comparison with the registry (enigma.pipeline.compare): on this rating, at this level,
     # the conformal interval calibrated on the store's agents' leave-one-agent-out results
     compare_rating: str = "reward"
