@@ -1,5 +1,6 @@
 """ENIGMA settings compared paired on a benchmark: every row is ``estimators.enigma.dice`` of
-params.yaml plus the row's overrides, run by leave-one-agent-out on the same store, target
+params.yaml plus the row's overrides, with the benchmark's knowledge base unless the row sets
+``"knowledge": null`` (as the train stage gives it), run by leave-one-agent-out on the same store, target
 actions and held-out agents as the DVC train stage runs it (``enigma.pipeline.train``), two rows at a
 time (one torch thread each). Each row is scored against the truth with the same bootstrap
 resamples of the agents, so differences against the first row are paired.
