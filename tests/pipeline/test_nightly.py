@@ -116,3 +116,32 @@ def test_one_dead_agent_fails_alone_and_is_retried_the_next_night(workspace, cap
         ok["estimates"]["reply-length[replies-at-logged-states]"]["reward"]  # it speaks 5 words, not 2
     assert set(json.loads(seen_file.read_text())["agents"]) == {"newcomer_short", "comeback"}
     assert nightly(workspace["params"]) == {"evaluated": [], "report": None}
+
+
+# slow: two whole Prefect flow runs with ENIGMA on frozen sentence vectors
+@pytest.mark.slow
+def test_the_nightly_enigma_reads_the_stores_knowledge_base(workspace):
+    """``nightly.knowledge`` (the store's base, set as its benchmark's so that the estimates are made
+    as the calibration results were): the nightly ENIGMA's saved heads read the knowledge block,
+    and without it they do not."""
+    import torch
+
+    from enigma.encoders.knowledge import KNOWLEDGE_DIM
+    from tests.pipeline.conftest import write_params
+
+    root, cfg = workspace["root"], workspace["cfg"]
+    cfg["shared"] = {"embedding_cache": str(root / "embeddings")}
+    cfg["estimators"] = {"enigma": {"dice": {"preset": "exact_nu", "encoder": "frozen", "project_dim": 4,
+                                             "interval_resamples": 0}}}
+    registry = Path(cfg["nightly"]["registry"])
+    _registry(registry, ["newcomer_short"])
+    widths = {}
+    for tag, base in (("without", None), ("with", "python:enigma.sim.knowledge:airline")):
+        cfg["nightly"].update(estimators=["enigma"], knowledge=base, calibration_results=None,
+                              seen=str(root / tag / "seen.json"), work_dir=str(root / tag),
+                              report_dir=str(root / tag / "reports"))
+        write_params(workspace)
+        assert nightly(workspace["params"])["evaluated"] == ["newcomer_short"]
+        heads = torch.load(next((root / tag).rglob("newcomer_short.heads.pt")), weights_only=False)
+        widths[tag] = heads.zeta_net[-1].in_features
+    assert widths["with"] == widths["without"] + KNOWLEDGE_DIM
