@@ -185,7 +185,7 @@ class FrozenPairEncoder(PairEncoder):
                     for s, reply in enumerate(d.target_replies[k]):
                         measured[r, 1 + s] = torch.tensor(reply_measures(reply, history, agent_said))
                 if known is not None:
-                    user_said.extend([u for u in history if u.role == "user"])
+                    user_said.extend(history, role="user")
                     for s, reply in enumerate((d.turns[t].text, *d.target_replies[k])):
                         if reply not in looked_up:
                             looked_up[reply] = self.knowledge.lookup(reply)
@@ -347,10 +347,12 @@ class Mentioned:
         self.words: set[str] = set()
         self._seen = 0
 
-    def extend(self, history) -> None:
-        """Add the turns of ``history`` (the dialogue's turns before a reply) not added yet."""
+    def extend(self, history, role: str | None = None) -> None:
+        """Add the turns of ``history`` (the dialogue's turns before a reply) not added yet; with
+        ``role``, only that speaker's."""
         for turn in history[self._seen :]:
-            self.words |= _vocabulary(turn.text)
+            if role is None or turn.role == role:
+                self.words |= _vocabulary(turn.text)
         self._seen = max(self._seen, len(history))
 
 
