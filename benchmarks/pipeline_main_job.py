@@ -1,12 +1,17 @@
 """Wall time of the main job (`dvc repro report@airline`, what `make run` does after set-up)
-in a fresh clone of this repository, with its headline numbers.
+in a fresh clone of this repository, stage by stage, with its headline numbers.
 
-    .venv/bin/python benchmarks/pipeline_main_job.py [--keep]
+    .venv/bin/python benchmarks/pipeline_main_job.py [--rev REV ...] [--tag NAME] [--keep]
 
-Writes benchmarks/results/pipeline_main_job.{json,md}. The clone uses this checkout's
-.venv (set-up is not timed: `make setup` is a one-off pip install), starts from empty
-caches (no DVC cache, no embedding or sample cache) and records the load average, since the
-shared 2-core machines are rarely idle.
+Each `--rev` (default: HEAD) is cloned and run in turn, on the same machine in one
+invocation, so that two commits can be compared side by side rather than across days. The
+clones use this checkout's .venv (set-up is not timed: `make setup` is a one-off pip install)
+with PYTHONPATH pointing at the clone's own `src/`, so that each revision runs its own code
+and not the editable install's. Each starts from empty caches (no DVC cache, no embedding or
+sample cache) and the load average is recorded, since the shared 2-core machines are rarely
+idle.
+
+Writes benchmarks/results/<tag>.{json,md} (default tag: pipeline_main_job).
 """
 
 from __future__ import annotations
@@ -14,7 +19,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -23,57 +30,137 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 OUT = REPO / "benchmarks" / "results"
+STAGE_LINE = re.compile(r"^Running stage '([^']+)'")
+ENIGMA_AGENT_LINE = re.compile(r"^enigma / \S+: ([0-9.]+)s$")
+
+
+def run_rev(rev: str, work: Path) -> dict:
+    clone = work / rev.replace("/", "_")
+    subprocess.run(["git", "clone", "-q", str(REPO), str(clone)], check=True)
+    subprocess.run(["git", "checkout", "-q", rev], cwd=clone, check=True)
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=clone, check=True,
+                            capture_output=True, text=True).stdout.strip()
+    env = dict(os.environ,
+               PATH=f"{REPO / '.venv' / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}",
+               PYTHONPATH=str(clone / "src"))
+    load_before = os.getloadavg()
+    t0 = time.perf_counter()
+    stages: dict[str, float] = {}
+    current, started = None, t0
+    enigma_seconds: list[float] = []
+    tail: list[str] = []
+    # Streamed, not captured whole, so that each stage's start is timed as it happens.
+    with subprocess.Popen(["dvc", "repro", "report@airline"], cwd=clone, env=env, text=True,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, bufsize=1) as proc:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            now = time.perf_counter()
+            line = line.rstrip("\n")
+            tail = (tail + [line])[-40:]
+            if m := STAGE_LINE.match(line):
+                if current is not None:
+                    stages[current] = round(now - started, 1)
+                current, started = m.group(1), now
+                print(f"[{rev} {now - t0:7.1f}s] {line}", flush=True)
+            elif m := ENIGMA_AGENT_LINE.match(line):
+                enigma_seconds.append(float(m.group(1)))
+        returncode = proc.wait()
+    wall = time.perf_counter() - t0
+    if current is not None:
+        stages[current] = round(wall - (started - t0), 1)
+    summary_path = clone / "reports" / "airline" / "summary.json"
+    summary = json.loads(summary_path.read_text()) if summary_path.is_file() else {}
+    enigma = (summary.get("estimators") or {}).get("enigma", {}).get("reward", {})
+    # The committed report at that revision is the reference: a run that reproduces it leaves
+    # the file unchanged in the clone.
+    same = subprocess.run(["git", "diff", "--quiet", "--", "reports/airline/summary.json"],
+                          cwd=clone).returncode == 0
+    return {
+        "rev": rev,
+        "commit": commit,
+        "returncode": returncode,
+        "wall_seconds": round(wall, 1),
+        "under_20_minutes": wall < 1200,
+        "stage_seconds": stages,
+        "enigma_seconds_per_agent": {
+            "n": len(enigma_seconds),
+            "median": round(statistics.median(enigma_seconds), 1) if enigma_seconds else None,
+            "max": max(enigma_seconds, default=None),
+        },
+        "load_average_before": load_before,
+        "load_average_after": os.getloadavg(),
+        "enigma_reward": {k: enigma.get(k) for k in ("pearson", "spearman", "spread_ratio")},
+        "summary_same_as_committed": same,
+        "headline": summary.get("headline"),
+        "output_tail": "\n".join(tail) if returncode else "",
+    }
+
+
+def markdown(runs: list[dict], tag: str, argv: list[str]) -> str:
+    first = runs[0]
+    stages = list(dict.fromkeys(s for r in runs for s in r["stage_seconds"]))
+    head = "| | " + " | ".join(f"`{r['rev']}` ({r['commit']})" for r in runs)
+    ratio = len(runs) > 1
+    lines = [
+        "# Main job: `dvc repro report@airline` in a fresh clone, per revision",
+        "",
+        f"{os.cpu_count()} cores; the revisions ran one after another in one invocation, each from "
+        "empty caches (so after the first, the load average before is the previous run's tail); "
+        "set-up (pip) is not included.",
+        "",
+        head + (f" | ratio to `{first['rev']}` |" if ratio else " |"),
+        "|---" * (len(runs) + 1 + ratio) + "|",
+    ]
+
+    def row(name: str, values: list, ratios: bool = True) -> str:
+        cells = [f"{v}" if v is not None else "–" for v in values]
+        tail = ""
+        if ratio and not ratios:
+            tail = " | "
+        elif ratio:
+            a, b = values[0], values[-1]
+            tail = f" | {b / a:.2f}" if isinstance(a, (int, float)) and isinstance(b, (int, float)) and a else " | "
+        return f"| {name} | " + " | ".join(cells) + tail + " |"
+
+    lines.append(row("wall (s)", [r["wall_seconds"] for r in runs]))
+    for s in stages:
+        lines.append(row(f"stage `{s}` (s)", [r["stage_seconds"].get(s) for r in runs]))
+    lines.append(row("ENIGMA per agent, median (s)", [r["enigma_seconds_per_agent"]["median"] for r in runs]))
+    lines.append(row("ENIGMA per agent, max (s)", [r["enigma_seconds_per_agent"]["max"] for r in runs]))
+    lines.append(row("load average before (1 min)", [round(r["load_average_before"][0], 2) for r in runs], ratios=False))
+    lines.append(row("exit", [r["returncode"] for r in runs], ratios=False))
+    lines.append("| ENIGMA reward Pearson | " + " | ".join(
+        f"{r['enigma_reward']['pearson']:.3f}" if r["enigma_reward"].get("pearson") is not None else "–"
+        for r in runs) + (" | |" if ratio else " |"))
+    lines.append("| summary.json as committed | " + " | ".join(
+        "yes" if r["summary_same_as_committed"] else "**no**" for r in runs) + (" | |" if ratio else " |"))
+    lines += ["", f"Reproduce: `.venv/bin/python benchmarks/pipeline_main_job.py {' '.join(argv)}`".rstrip()]
+    return "\n".join(lines) + "\n"
 
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--keep", action="store_true", help="keep the clone")
+    p.add_argument("--rev", action="append", help="a commit to run (repeatable; default HEAD)")
+    p.add_argument("--tag", default="pipeline_main_job", help="name of the result files")
+    p.add_argument("--keep", action="store_true", help="keep the clones")
     a = p.parse_args()
+    revs = a.rev or ["HEAD"]
     work = Path(tempfile.mkdtemp(prefix="enigma-main-job-"))
-    clone = work / "repo"
-    subprocess.run(["git", "clone", "-q", str(REPO), str(clone)], check=True)
-    env = dict(os.environ, PATH=f"{REPO / '.venv' / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}")
-    load_before = os.getloadavg()
-    t0 = time.perf_counter()
-    run = subprocess.run(["dvc", "repro", "report@airline"], cwd=clone, env=env, capture_output=True, text=True)
-    wall = time.perf_counter() - t0
-    load_after = os.getloadavg()
-    show = subprocess.run(["enigma", "report", "show", "reports/airline/summary.json"], cwd=clone, env=env,
-                          capture_output=True, text=True)
-    summary_path = clone / "reports" / "airline" / "summary.json"
-    summary = json.loads(summary_path.read_text()) if summary_path.is_file() else {}
-    enigma = (summary.get("estimators") or {}).get("enigma", {}).get("reward", {})
-    result = {
-        "command": "dvc repro report@airline (fresh clone, empty caches)",
-        "returncode": run.returncode,
-        "wall_seconds": round(wall, 1),
-        "under_20_minutes": wall < 1200,
-        "cpu_count": os.cpu_count(),
-        "load_average_before": load_before,
-        "load_average_after": load_after,
-        "enigma_reward": {k: enigma.get(k) for k in ("pearson", "pearson_ci95", "spearman", "spearman_ci95", "spread_ratio")},
-        "n_agents": summary.get("n_agents"),
-        "headline": summary.get("headline"),
-        "report_show": show.stdout[-4000:],
-        "stderr_tail": run.stderr[-3000:] if run.returncode else "",
-    }
+    runs = [run_rev(rev, work) for rev in revs]
     OUT.mkdir(parents=True, exist_ok=True)
-    (OUT / "pipeline_main_job.json").write_text(json.dumps(result, indent=2) + "\n")
-    md = [
-        "# Main job: `dvc repro report@airline` in a fresh clone",
-        "",
-        f"- wall time: {result['wall_seconds']} s ({'under' if result['under_20_minutes'] else 'OVER'} 20 min), exit {run.returncode}",
-        f"- machine: {os.cpu_count()} cores, load average {load_before[0]:.1f} before, {load_after[0]:.1f} after",
-        f"- ENIGMA on `reward` ({result['n_agents']} agents): {json.dumps(result['enigma_reward'])}",
-        f"- headline: {result['headline']}",
-        "",
-        "Reproduce: `.venv/bin/python benchmarks/pipeline_main_job.py`",
-    ]
-    (OUT / "pipeline_main_job.md").write_text("\n".join(md) + "\n")
-    print("\n".join(md))
-    if not a.keep:
+    (OUT / f"{a.tag}.json").write_text(json.dumps({
+        "command": "dvc repro report@airline (fresh clone per revision, empty caches)",
+        "cpu_count": os.cpu_count(),
+        "runs": runs,
+    }, indent=2) + "\n")
+    md = markdown(runs, a.tag, sys.argv[1:])
+    (OUT / f"{a.tag}.md").write_text(md)
+    print(md)
+    if a.keep:
+        print(f"clones kept in {work}")
+    else:
         shutil.rmtree(work, ignore_errors=True)
-    return 0 if run.returncode == 0 else 1
+    return 0 if all(r["returncode"] == 0 for r in runs) else 1
 
 
 if __name__ == "__main__":
