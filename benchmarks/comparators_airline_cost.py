@@ -27,7 +27,6 @@ import pyarrow.parquet as pq
 import torch
 
 import enigma  # noqa: F401
-from enigma.estimators import build_estimator
 from enigma.params import Params
 from enigma.evaluation.heldout import HeldOutSources
 from enigma.evaluation.loao import evaluate_one
@@ -97,9 +96,10 @@ def main() -> None:
         "agents": agents,
     })
     seconds = result.setdefault("seconds", {})
+    params = Params.load(args.params)
     for name in names:
         t0 = time.perf_counter()
-        est = build_estimator(name, Params.load(args.params))
+        est = params.benchmark("airline").build_estimator(name, params)
         build = time.perf_counter() - t0
         times = []
         for a in agents:

@@ -30,7 +30,6 @@ def one_agent(benchmark: str, agent: str, results_dir: str, params_path: str) ->
     """On a worker: one held-out agent's ENIGMA estimate into ``results_dir``; its seconds."""
     import torch
 
-    from enigma.estimators import build_estimator
     from enigma.params import Params
     from enigma.pipeline.sample import read_targets
     from enigma.pipeline.train import estimate_agent
@@ -40,7 +39,7 @@ def one_agent(benchmark: str, agent: str, results_dir: str, params_path: str) ->
     t0 = time.perf_counter()
     params = Params.load(params_path)
     b = params.benchmark(benchmark)
-    estimate_agent(b, build_estimator("enigma", params), agent, read_targets(b, agent), ExperienceStore.open(b.store), None,
+    estimate_agent(b, b.build_estimator("enigma", params), agent, read_targets(b, agent), ExperienceStore.open(b.store), None,
                    results_dir)
     return time.perf_counter() - t0
 

@@ -118,9 +118,11 @@ def main() -> None:
     run, turns, data, tab_cfg = tabular_case(cfg)
     cases["tabular/soft_matcher (match)"] = rows_for(tab_cfg.model_copy(update={"interval_resamples": args.resamples}), run.heads,
                                                      turns, data, run.solver["mu"], "match")
+    # airline's ENIGMA reads the benchmark's knowledge base, as the reports' does
+    airline_cfg = dice_config("enigma", params, params.benchmark("airline").config.knowledge).model_copy(update={"device": "cpu"})
     for agent in args.agents:
-        run, turns, data = airline_case(agent, cfg, params)
-        cases[f"airline/{agent} (reward)"] = rows_for(cfg.model_copy(update={"interval_resamples": args.resamples}), run.heads,
+        run, turns, data = airline_case(agent, airline_cfg, params)
+        cases[f"airline/{agent} (reward)"] = rows_for(airline_cfg.model_copy(update={"interval_resamples": args.resamples}), run.heads,
                                                       turns, data, run.solver["mu"], "reward")
     command = f".venv/bin/python benchmarks/interval_refit.py --agents {' '.join(args.agents)} --resamples {args.resamples}"
     lines = ["# Refitting bootstrap resamples: fixed steps against a tolerance", "", f"`{command}`", "",

@@ -45,7 +45,6 @@ def worker(benchmark: str, agent: str, params_path: str, threads: int) -> None:
     import torch
 
     import enigma.ope.trainer as trainer
-    from enigma.estimators import build_estimator
     from enigma.params import Params
     from enigma.pipeline.sample import read_targets
     from enigma.pipeline.store import heldout_agents
@@ -75,7 +74,13 @@ def worker(benchmark: str, agent: str, params_path: str, threads: int) -> None:
     store = ExperienceStore.open(b.store)
     if agent not in heldout_agents(b)[0]:
         raise SystemExit(f"{agent!r} is not a held-out agent of {benchmark}")
-    est = build_estimator("enigma", params)
+    if hasattr(b, "build_estimator"):
+        est = b.build_estimator("enigma", params)
+    else:  # the --ref arm's code may predate Benchmark.build_estimator (and, before 82aa2bd, knowledge bases)
+        from enigma.estimators import build_estimator
+
+        knowledge = getattr(b.config, "knowledge", None)
+        est = build_estimator("enigma", params, **({"knowledge": knowledge} if knowledge else {}))
     targets = read_targets(b, agent)
     with tempfile.TemporaryDirectory() as out:
         t0 = time.perf_counter()

@@ -94,6 +94,19 @@ def test_a_benchmarks_knowledge_base_applies_where_no_entry_of_the_chain_sets_on
         dice_config("tuned", params, airline)
 
 
+def test_an_estimator_built_for_a_benchmark_reads_its_knowledge_base():
+    """What the train stage, the Prefect task and the cost benchmarks run: the repository's
+    benchmarks, through Benchmark.build_estimator."""
+    params = Params.load(REPO_ROOT / "params.yaml")
+    for name in ("airline", "airline-seed1", "see2019"):
+        b = params.benchmark(name)
+        assert b.build_estimator("enigma", params).config.knowledge == params.benchmarks[name].knowledge
+    assert params.benchmarks["airline"].knowledge is not None and params.benchmarks["see2019"].knowledge is None
+    # a studied row keeps its own choice, and a comparator is built as it is anywhere
+    assert params.benchmark("airline").build_estimator("enigma-without-knowledge", params).config.knowledge is None
+    assert params.benchmark("airline").build_estimator("experience-mean", params).name == "experience-mean"
+
+
 def test_params_of_the_earlier_shape_say_where_things_went(tmp_path):
     p = tmp_path / "params.yaml"
     for text, says in (("dice: {steps: 5}\n", "estimators.<name>.dice"),
