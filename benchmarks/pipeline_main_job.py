@@ -96,11 +96,17 @@ def run_rev(rev: str, work: Path) -> dict:
     }
 
 
-def markdown(runs: list[dict], tag: str, argv: list[str]) -> str:
-    first = runs[0]
+def markdown(runs: list[dict], argv: list[str]) -> str:
     stages = list(dict.fromkeys(s for r in runs for s in r["stage_seconds"]))
-    head = "| | " + " | ".join(f"`{r['rev']}` ({r['commit']})" for r in runs)
-    ratio = len(runs) > 1
+    paired = len(runs) > 1  # a last column: the last revision over the first
+
+    def row(name: str, values: list, ratio: bool = True) -> str:
+        cells = ["–" if v is None else str(v) for v in values]
+        if paired:
+            a, b = values[0], values[-1]
+            cells.append(f"{b / a:.2f}" if ratio and isinstance(a, (int, float)) and isinstance(b, (int, float)) and a else "")
+        return "| " + " | ".join([name] + cells) + " |"
+
     lines = [
         "# Main job: `dvc repro report@airline` in a fresh clone, per revision",
         "",
@@ -108,33 +114,21 @@ def markdown(runs: list[dict], tag: str, argv: list[str]) -> str:
         "empty caches (so after the first, the load average before is the previous run's tail); "
         "set-up (pip) is not included.",
         "",
-        head + (f" | ratio to `{first['rev']}` |" if ratio else " |"),
-        "|---" * (len(runs) + 1 + ratio) + "|",
+        "| | " + " | ".join([f"`{r['rev']}` ({r['commit']})" for r in runs] + ([f"ratio to `{runs[0]['rev']}`"] if paired else []))
+        + " |",
+        "|---" * (len(runs) + 1 + paired) + "|",
+        row("wall (s)", [r["wall_seconds"] for r in runs]),
+        *(row(f"stage `{s}` (s)", [r["stage_seconds"].get(s) for r in runs]) for s in stages),
+        row("ENIGMA per agent, median (s)", [r["enigma_seconds_per_agent"]["median"] for r in runs]),
+        row("ENIGMA per agent, max (s)", [r["enigma_seconds_per_agent"]["max"] for r in runs]),
+        row("load average before (1 min)", [round(r["load_average_before"][0], 2) for r in runs], ratio=False),
+        row("exit", [r["returncode"] for r in runs], ratio=False),
+        row("ENIGMA reward Pearson", [None if r["enigma_reward"].get("pearson") is None else f"{r['enigma_reward']['pearson']:.3f}"
+                                      for r in runs], ratio=False),
+        row("summary.json as committed", ["yes" if r["summary_same_as_committed"] else "**no**" for r in runs], ratio=False),
+        "",
+        f"Reproduce: `{' '.join(['.venv/bin/python benchmarks/pipeline_main_job.py', *argv])}`",
     ]
-
-    def row(name: str, values: list, ratios: bool = True) -> str:
-        cells = [f"{v}" if v is not None else "–" for v in values]
-        tail = ""
-        if ratio and not ratios:
-            tail = " | "
-        elif ratio:
-            a, b = values[0], values[-1]
-            tail = f" | {b / a:.2f}" if isinstance(a, (int, float)) and isinstance(b, (int, float)) and a else " | "
-        return f"| {name} | " + " | ".join(cells) + tail + " |"
-
-    lines.append(row("wall (s)", [r["wall_seconds"] for r in runs]))
-    for s in stages:
-        lines.append(row(f"stage `{s}` (s)", [r["stage_seconds"].get(s) for r in runs]))
-    lines.append(row("ENIGMA per agent, median (s)", [r["enigma_seconds_per_agent"]["median"] for r in runs]))
-    lines.append(row("ENIGMA per agent, max (s)", [r["enigma_seconds_per_agent"]["max"] for r in runs]))
-    lines.append(row("load average before (1 min)", [round(r["load_average_before"][0], 2) for r in runs], ratios=False))
-    lines.append(row("exit", [r["returncode"] for r in runs], ratios=False))
-    lines.append("| ENIGMA reward Pearson | " + " | ".join(
-        f"{r['enigma_reward']['pearson']:.3f}" if r["enigma_reward"].get("pearson") is not None else "–"
-        for r in runs) + (" | |" if ratio else " |"))
-    lines.append("| summary.json as committed | " + " | ".join(
-        "yes" if r["summary_same_as_committed"] else "**no**" for r in runs) + (" | |" if ratio else " |"))
-    lines += ["", f"Reproduce: `.venv/bin/python benchmarks/pipeline_main_job.py {' '.join(argv)}`".rstrip()]
     return "\n".join(lines) + "\n"
 
 
@@ -153,7 +147,7 @@ def main() -> int:
         "cpu_count": os.cpu_count(),
         "runs": runs,
     }, indent=2) + "\n")
-    md = markdown(runs, a.tag, sys.argv[1:])
+    md = markdown(runs, sys.argv[1:])
     (OUT / f"{a.tag}.md").write_text(md)
     print(md)
     if a.keep:

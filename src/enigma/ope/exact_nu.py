@@ -29,9 +29,9 @@ flipped); each inner problem is solved by damped Newton steps (Levenberg-Marquar
 in closed form; zeta's parameters are few) on ``4 alpha_nu A`` (the same minimiser; its curvature
 does not grow as alpha_nu shrinks, so one gradient tolerance means the same at every alpha_nu).
 The run has converged when the largest partial derivative is under ``solver_tol`` (or the line
-search stalls where a Newton step could no longer lower the objective by anything float64 resolves,
-``STALL_RESOLUTION``) and every constraint holds within ``constraint_tol``; the learning curve records both, the flow residual
-``sqrt(g' C^-1 g)`` (how far zeta is from the flow constraints, in units of RMS nu) and the
+search stalls where a Newton step could no longer lower the objective by anything float64
+resolves, ``STALL_RESOLUTION``) and every constraint holds within ``constraint_tol``; the
+learning curve records both, the flow residual ``sqrt(g' C^-1 g)`` (how far zeta is from the flow constraints, in units of RMS nu) and the
 estimates.
 
 Tried first and dropped: dividing zeta by its mean per slot instead of the constraints. It
@@ -279,7 +279,8 @@ def fit_exact_nu(
         # our Lagrangian has + lambda (zeta - 1) with zeta maximising; the multipliers here belong
         # to the minimisation of F, so the sign flips
         heads.lam = torch.nn.Parameter(-lam.clone())
-    at_precision = (stalled and decrement is not None and decrement / 2 <= STALL_RESOLUTION * max(1.0, abs(float(f)))
+    # decrement is set only by a stall, which only follows a gradient above solver_tol
+    at_precision = (decrement is not None and decrement / 2 <= STALL_RESOLUTION * max(1.0, abs(float(f)))
                     and grad_max <= STALL_GRAD_SLACK * cfg.solver_tol)
     converged = (grad_max <= cfg.solver_tol or at_precision) and gap_max <= cfg.constraint_tol
     if not converged and warn:
@@ -298,7 +299,7 @@ def fit_exact_nu(
         "mass_gap_max": gap_max,
         "converged": converged,
         # converged with the gradient above solver_tol: stationary to float64 precision (STALL_RESOLUTION)
-        "stalled_at_precision": bool(at_precision and grad_max > cfg.solver_tol),
+        "stalled_at_precision": at_precision,
         "flow_residual": curve[-1]["flow_residual"],
         "objective": curve[-1]["loss"],
         "mu": mu,
