@@ -104,6 +104,29 @@ def test_several_replies_per_state_through_the_cli_are_exact(tabular_store, tmp_
         assert abs(e - exact[rating]) < 0.02, (rating, e, exact[rating])
 
 
+def test_kkt_refits_set_in_the_params_file_give_an_interval_with_every_refit_at_the_fits_tolerance(tabular_store, tmp_path):
+    """``dice.interval_refit: kkt`` in the user's params file (docs/intervals.md): the command's
+    bootstrap refits every resample by Newton steps on the optimality conditions, to the full
+    fit's own tolerances, and the interval holds the exact value as the default's does."""
+    import yaml
+
+    work, t = tabular_store, "soft"
+    params = yaml.safe_load(PARAMS.read_text())
+    params["estimators"]["enigma"]["dice"].update(interval_refit="kkt", interval_resamples=40)
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+    r = enigma("estimate", "--experience", work / "store", f"--target={t}=python:enigma.ope.tabular:{t}", "--encoder", "onehot",
+               "--out", tmp_path / "out", "--params", tmp_path / "params.yaml", "--cache-dir", work / "cache", "-q")
+    assert r.exit_code == 0, r.output
+    est = json.loads((tmp_path / "out" / "estimates.json").read_text())
+    assert est["converged"][t] is True and est["diagnostics"][t]["config"]["interval_refit"] == "kkt"
+    boot = est["diagnostics"][t]["all"]["bootstrap"]
+    assert boot["failed"] == 0 and boot["unconverged"] == 0 and boot["mass_gap_max"] <= 1e-6, boot
+    exact = reference_problem().mdp.exact_value(reference_problem().targets[t])
+    for rating in RATINGS:
+        lo, hi = est["targets"][t][rating]["interval"]
+        assert lo <= exact[rating] <= hi and hi - lo <= 0.10, (rating, lo, hi, exact[rating])
+
+
 @pytest.mark.parametrize("q", [{"q_model": "lstd"}, {"q_model": "fqe", "fqe": {"agreement": False}}], ids=["lstd", "fqe"])
 def test_the_doubly_robust_value_through_the_cli_is_exact(tabular_store, tmp_path, q):
     """``dice.value: dr`` set in the user's params file, with either Q: the command reports the

@@ -31,7 +31,12 @@ def test_the_interval_needs_exact_nu_and_enough_resamples():
 def test_interval_settings_leave_the_fingerprint_alone_while_there_is_no_interval():
     a = EnigmaEstimator(_cfg(interval_resamples=0, interval_level=0.9)).fingerprint()
     assert a == EnigmaEstimator(_cfg(interval_resamples=0, interval_level=0.8)).fingerprint()
+    assert a == EnigmaEstimator(_cfg(interval_resamples=0, interval_refit="kkt")).fingerprint()
     assert a != EnigmaEstimator(_cfg()).fingerprint()  # a result with intervals is another result
+    # the refit method came after results were saved: at its default it is left out (they stay
+    # valid); the other method gives other draws, so another result
+    assert "interval_refit" not in EnigmaEstimator(_cfg()).fingerprint()
+    assert EnigmaEstimator(_cfg(interval_refit="kkt")).fingerprint() != EnigmaEstimator(_cfg()).fingerprint()
 
 
 def test_resamples_are_seeded_and_shared_by_targets_on_the_same_logs():
@@ -127,3 +132,101 @@ def test_a_resample_held_as_its_distinct_dialogues_with_their_counts_refits_as_i
     for r in RATINGS:
         for k in ("estimate", "unnormalised", "ess", "n"):
             assert e_w[r][k] == pytest.approx(e_c[r][k], rel=1e-6), (r, k)
+
+
+def _resample_problem(n_dialogues: int, seed: int):
+    """The full fit of the tabular problem's ``soft`` target on ``n_dialogues`` logs, and one
+    bootstrap resample of them as the bootstrap refits it (distinct dialogues, weighted)."""
+    from enigma.ope.bootstrap import subset
+    from enigma.ope.turns import TurnFeatures, resample_counts
+    from test_ope_value import _data, _features
+
+    problem = reference_problem()
+    store = problem.logs(n_dialogues, seed=seed)
+    ta = target_actions(store, problem.targets["soft"], 1, seed=seed)
+    cfg = _cfg(interval_resamples=0)
+    est = EnigmaEstimator(cfg, progress=False)
+    run = est.estimate_full(store, HeldOutAgent("soft", target_actions=ta)).runs["all"]
+    logged, target = _features(est, store, ta)
+    data = _data(store, ta)
+    turns = TurnFeatures.from_dense(logged, target, data.sample_mask, data.n_agent_turns)
+    unique, counts = resample_counts(torch.as_tensor(resample_indices(n_dialogues, 1, seed=seed)[0]))
+    return cfg, run, turns.resample(unique, counts), subset(data, unique.numpy())
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_a_kkt_refit_reaches_the_solution_of_the_multipliers_at_the_fits_tolerance_in_fewer_steps(seed):
+    """``interval_refit: kkt`` refits a resample by Newton steps on the optimality conditions
+    (``refit_kkt``): the same zeta and estimates as the method of multipliers run from the same
+    start to the full fit's own tolerances, in fewer Newton steps, with the multipliers of a
+    solution (the Lagrangian's gradient at them is zero)."""
+    import copy
+
+    from enigma.ope.bootstrap import zeta_last
+    from enigma.ope.estimates import rating_estimates
+    from enigma.ope.exact_nu import ZetaProblem, fit_exact_nu, refit_kkt
+
+    torch.set_num_threads(1)
+    cfg, run, turns, data = _resample_problem(400, seed)
+    by_multipliers, _, s_m = fit_exact_nu(copy.deepcopy(run.heads), turns, data, cfg, progress=False, warm_mu=run.solver["mu"],
+                                          warn=False)
+    by_kkt, s_k = refit_kkt(copy.deepcopy(run.heads), turns, data, cfg)
+    assert s_m["converged"] and s_k["converged"]
+    assert s_k["grad_max"] <= cfg.solver_tol and s_k["mass_gap_max"] <= cfg.constraint_tol
+    assert s_k["iterations"] < s_m["iterations"], (s_k["iterations"], s_m["iterations"])
+    counts = turns.counts.numpy()
+    e_m = rating_estimates(zeta_last(by_multipliers, turns), data.rewards, RATINGS, counts)
+    e_k = rating_estimates(zeta_last(by_kkt, turns), data.rewards, RATINGS, counts)
+    for r in RATINGS:  # each stops within its tolerances of the solution: equal to about 1e-5
+        assert e_k[r]["estimate"] == pytest.approx(e_m[r]["estimate"], abs=1e-4), r
+    # the returned multipliers are the solution's: with them (and no penalty) the gradient vanishes
+    problem = ZetaProblem(turns, data, cfg)
+    theta = torch.cat([by_kkt.zeta_net[-1].weight.reshape(-1), by_kkt.zeta_net[-1].bias, by_kkt.zeta_pad_raw]).double()
+    grad, _ = problem.derivatives(theta, -by_kkt.lam.detach().double(), 0.0)
+    assert float(grad.abs().max()) < 1e-3  # theta and lambda stored in float32
+
+
+def test_a_kkt_refit_from_far_off_is_damped_until_it_converges():
+    """A start far from the resample's solution (zeta's parameters scaled by 3, the multipliers
+    zero): full KKT steps would leave the region where the model of the Lagrangian holds (zeta is
+    the square of a linear map), so steps are damped until they lower the merit; the refit still
+    reaches the full fit's tolerances and the same estimates."""
+    import copy
+
+    from enigma.ope.bootstrap import zeta_last
+    from enigma.ope.estimates import rating_estimates
+    from enigma.ope.exact_nu import refit_kkt
+
+    torch.set_num_threads(1)
+    cfg, run, turns, data = _resample_problem(400, 3)
+    near, s_near = refit_kkt(copy.deepcopy(run.heads), turns, data, cfg)
+    far_start = copy.deepcopy(run.heads)
+    with torch.no_grad():
+        far_start.zeta_net[-1].weight.mul_(3.0)
+        far_start.zeta_pad_raw.mul_(3.0)
+        far_start.lam.zero_()
+    far, s_far = refit_kkt(far_start, turns, data, cfg)
+    assert s_near["converged"] and s_far["converged"] and s_far["iterations"] > s_near["iterations"]
+    counts = turns.counts.numpy()
+    e_near = rating_estimates(zeta_last(near, turns), data.rewards, RATINGS, counts)
+    e_far = rating_estimates(zeta_last(far, turns), data.rewards, RATINGS, counts)
+    for r in RATINGS:
+        assert e_far[r]["estimate"] == pytest.approx(e_near[r]["estimate"], abs=1e-4), r
+
+
+def test_the_interval_with_kkt_refits_is_the_multipliers_interval_with_every_refit_at_the_fits_tolerance():
+    torch.set_num_threads(1)
+    problem = reference_problem()
+    store = problem.logs(1000, seed=5)
+    ta = target_actions(store, problem.targets["soft"], 1, seed=0)
+    results = {m: EnigmaEstimator(_cfg(interval_refit=m), progress=False).estimate_full(store, HeldOutAgent("soft", target_actions=ta))
+               for m in ("multipliers", "kkt")}
+    by_kkt, by_multipliers = results["kkt"], results["multipliers"]
+    diag = by_kkt.diagnostics["all"]["bootstrap"]
+    assert diag["failed"] == 0 and diag["unconverged"] == 0 and diag["mass_gap_max"] <= 1e-6
+    assert by_multipliers.diagnostics["all"]["bootstrap"]["mass_gap_max"] > 1e-6  # they stop at interval_tol
+    a, b = by_kkt.to_estimate(), by_multipliers.to_estimate()
+    for r in RATINGS:
+        assert a.estimates[r] == b.estimates[r]  # the fit itself is the same
+        # the multipliers' refits stop at slot masses within 1e-3 (interval_tol): draws within 1e-4
+        np.testing.assert_allclose(a.intervals[r], b.intervals[r], atol=5e-4)

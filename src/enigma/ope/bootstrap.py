@@ -11,8 +11,11 @@ Why a refit and not the fitted zeta on resampled dialogues: zeta is a function o
 holding it fixed leaves out the larger part of the variance (how the ratio itself moves with the
 logs). exact_nu makes the refit cheap: each resample starts at the full fit's solution and needs
 about 10 Newton steps (airline: 0.45 s a resample on one core), on the resample's distinct
-dialogues weighted by their draws (``TurnFeatures.resample``), not on copies of them. Other solvers (gradient descent-ascent) would retrain from scratch per resample,
-so they get no interval (``dice.interval_resamples`` needs ``solver: exact_nu``).
+dialogues weighted by their draws (``TurnFeatures.resample``), not on copies of them. With
+``dice.interval_refit: kkt`` the refit takes Newton steps on the optimality conditions instead,
+zeta's parameters and the multipliers together (``exact_nu.refit_kkt``), to the full fit's
+tolerances. Other solvers (gradient descent-ascent) would retrain from scratch per resample, so
+they get no interval (``dice.interval_resamples`` needs ``solver: exact_nu``).
 
 The resamples are seeded by ``dice.seed``, so a rerun gives the same interval; every rating's
 interval comes from the same resamples, and so does ``paired_difference`` of two targets scored
@@ -32,7 +35,7 @@ from tqdm.auto import tqdm
 from enigma import resampling
 from enigma.ope.config import DiceConfig
 from enigma.ope.estimates import rating_estimates
-from enigma.ope.exact_nu import fit_exact_nu
+from enigma.ope.exact_nu import fit_exact_nu, refit_kkt
 from enigma.ope.fqe import TurnQ
 from enigma.ope.guards import DiceDivergence
 from enigma.ope.heads import DiceHeads
@@ -85,6 +88,9 @@ def bootstrap_estimates(
     steps. A fixed small number of steps (the k-step bootstrap) was tried first: 5 steps matched the
     full refit on airline, but on the tabular problem a resample that lost a rare state-action pair
     was still far from its solution after 5 (slot masses off by 6x) and the interval's tail with it.
+    With ``cfg.interval_refit: kkt`` each resample is refitted by Newton steps on the optimality
+    conditions instead (``refit_kkt``), to the full fit's own tolerances, at most
+    ``cfg.interval_steps`` steps.
 
     Returns ``{"draws": {rating: [B] estimates}, "failed": resamples that diverged (left out),
     "unconverged": resamples stopped by the step limit, "mass_gap_max": the largest
@@ -105,10 +111,14 @@ def bootstrap_estimates(
         sub = subset(data, unique.numpy())
         sub_turns = turns.resample(unique, counts)
         try:
-            fitted, _, summary = fit_exact_nu(
-                copy.deepcopy(heads), sub_turns, sub, refit, reward_index=reward_index, progress=False, desc=desc,
-                warm_mu=warm_mu, warn=False,
-            )
+            if cfg.interval_refit == "kkt":
+                fitted, summary = refit_kkt(copy.deepcopy(heads), sub_turns, sub, cfg, reward_index=reward_index,
+                                            max_steps=cfg.interval_steps)
+            else:
+                fitted, _, summary = fit_exact_nu(
+                    copy.deepcopy(heads), sub_turns, sub, refit, reward_index=reward_index, progress=False, desc=desc,
+                    warm_mu=warm_mu, warn=False,
+                )
         except DiceDivergence as exc:
             log.warning("%s: a bootstrap resample diverged (%s); left out of the interval", desc, exc)
             failed += 1
@@ -128,7 +138,7 @@ def bootstrap_estimates(
             draws[n].append(est[n])
     if unconverged:
         log.warning("%s: %d of %d bootstrap refits stopped at %d Newton steps short of the tolerance (largest slot-mass gap "
-                    "%.2g); raise dice.interval_steps", desc, unconverged, len(gaps), cfg.interval_steps, max(gaps))
+                    "%.2g); raise dice.interval_steps or set dice.interval_refit: kkt", desc, unconverged, len(gaps), cfg.interval_steps, max(gaps))
     return {"draws": {n: np.asarray(v) for n, v in draws.items()}, "failed": failed, "unconverged": unconverged,
             "mass_gap_max": float(max(gaps)) if gaps else None,
             "mean_iterations": float(np.mean(iterations)) if iterations else None}

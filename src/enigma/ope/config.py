@@ -15,14 +15,14 @@ from enigma.encoders.knowledge import KNOWLEDGE_SPEC
 
 
 # settings that change nothing while interval_resamples is 0: left out of a fingerprint then
-INTERVAL_FIELDS = frozenset({"interval_resamples", "interval_level", "interval_tol", "interval_steps"})
+INTERVAL_FIELDS = frozenset({"interval_resamples", "interval_level", "interval_tol", "interval_steps", "interval_refit"})
 # settings added after results were saved, left out of a fingerprint while at these values (the
 # weighted estimate does not read q_ridge): the saved results stay valid
 VALUE_DEFAULTS = {"value": "weighted", "q_ridge": 1e-6}
 RANDOM_FEATURE_DEFAULTS = {"random_features": 0, "random_features_scale": 1.0}
 # settings added after results were saved that change nothing at these values (the dr value's
 # guard only flags): left out of a fingerprint while at them
-LATER_DEFAULTS = {"turn_interactions": False, "dr_slot_tol": 0.1, "grounding": False, "reply_measures": False, "pca": "randomized", "request": False, "knowledge": None}
+LATER_DEFAULTS = {"turn_interactions": False, "dr_slot_tol": 0.1, "grounding": False, "reply_measures": False, "pca": "randomized", "request": False, "knowledge": None, "interval_refit": "multipliers"}
 Q_MODEL_FIELDS = frozenset({"q_model", "fqe"})  # left out of a fingerprint while q_model is lstd or the value weighted
 FQE_DEFAULTS = {"project_dim": None, "position": False, "ensemble": 1, "standardise": False, "linear_members": 0, "lstd_residual": False}  # fqe fields left out of a fingerprint at these values (results saved before them stay valid)
 
@@ -114,6 +114,11 @@ class DiceConfig(BaseModel):
     interval_tol: float = Field(1e-3, gt=0, description="a resample's refit stops once every slot mass is within 1 +- this "
                                 "(and every |gradient| below 100 solver_tol)")
     interval_steps: int = Field(100, ge=1, description="Newton steps per resample at most")
+    # how a resample is refitted from the full fit: the solver's own method of multipliers to
+    # interval_tol, or Newton steps on the optimality conditions (theta and the multipliers
+    # together) to the full fit's solver_tol and constraint_tol: fewer steps, each refit as exact as
+    # the fit itself (enigma/ope/exact_nu.py refit_kkt; docs/intervals.md)
+    interval_refit: Literal["multipliers", "kkt"] = "multipliers"
 
     # ---- optimiser ----------------------------------------------------------------------
     optimizer: Literal["adamw", "sgd"] = "adamw"

@@ -40,6 +40,9 @@ features the optimum ran off to a boundary where the real turns of a slot weigh 
 underflowed; 2 of the first 4 agents). L-BFGS instead of Newton steps needed thousands of
 iterations at alpha_nu 0.1 and stalled short of the tolerance at 0.01.
 
+A bootstrap resample can be refitted from the full fit by ``refit_kkt`` instead: Newton steps on
+the optimality conditions, theta and the multipliers together (``dice.interval_refit: kkt``).
+
 The padded chain's rows (``FlowRows``: ragged, with the pseudo-slot coordinates only where they are
 nonzero) are in ``flow_rows``.
 """
@@ -145,6 +148,11 @@ class ZetaProblem:
         grad = psi' W (zeta' q_z), Hessian = psi' W diag(zeta'' q_z) psi + J' q_zz J (W: the
         rows' weights; q_z per unit weight). Several times cheaper than automatic
         differentiation (tested equal to it)."""
+        return self.derivatives_and_constraints(theta, lam, mu)[:2]
+
+    def derivatives_and_constraints(self, theta: torch.Tensor, lam: torch.Tensor, mu: float):
+        """``derivatives`` and, computed on the way, the mass constraints ``E_D[zeta | slot] - 1``
+        (or ``E_D[zeta] - 1``) [K] and their Jacobian in theta [K, P]; K = 0 without ``normalise``."""
         cfg, rows, slots, w = self.cfg, self.rows, self.slots, self.weight
         scale = 4 * cfg.alpha_nu
         z, z1, z2 = _activation_derivatives(rows.apply("psi", theta), cfg.zeta_activation)
@@ -157,6 +165,7 @@ class ZetaProblem:
         # J = diag(zeta') psi; every product with it is taken block by block (FlowRows)
         d_jac = rows.gram("delta", "psi", w * z1)  # delta' W J
         hess = 2 * d_jac.T @ torch.cholesky_solve(d_jac, self.chol) / slots**2
+        gap, mean_jac = theta.new_zeros(0), theta.new_zeros((0, len(theta)))
         if cfg.normalise:
             if cfg.lambda_per_slot:
                 gap = rows.slot_sums(z) / rows.n_dialogues - 1  # [Tmax]
@@ -171,7 +180,7 @@ class ZetaProblem:
         # the rows for the two (the grams are most of a bootstrap resample's time)
         hess = hess + rows.gram("psi", "psi", w * (scale * cfg.alpha_zeta * f2 / slots * z1 * z1 + z2 * q_z))
         grad = rows.rapply("psi", w * z1 * q_z)
-        return grad, hess
+        return grad, hess, gap, mean_jac
 
 
 def solve_exact_nu(
@@ -213,12 +222,9 @@ def fit_exact_nu(
     penalty weight (a refit near a known solution, e.g. a bootstrap resample) instead of zero."""
     device, dt = turns.logged.device, torch.float64
     problem = ZetaProblem(turns, data, cfg, reward_index)
-    parts_of, d = problem.parts, problem.feature_dim
+    parts_of = problem.parts
 
-    with torch.no_grad():
-        theta = torch.cat([
-            heads.zeta_net[-1].weight.reshape(-1), heads.zeta_net[-1].bias.reshape(-1), heads.zeta_pad_raw,
-        ]).to(dt)
+    theta = _theta_of(heads, device)
     lam = torch.zeros(cfg.tmax if cfg.lambda_per_slot else 1, dtype=dt, device=device)
     mu, last_gap = MU_START, math.inf
     if warm_mu is not None:
@@ -266,19 +272,7 @@ def fit_exact_nu(
         last_gap = gap_max
     bar.close()
 
-    with torch.no_grad():
-        _, _, c_inv_g, _, _ = parts_of(theta, lam, mu)
-        heads = heads.to(dt)
-        heads.zeta_net[-1].weight.copy_(theta[:d].unsqueeze(0))
-        heads.zeta_net[-1].bias.copy_(theta[d : d + 1])
-        heads.zeta_pad_raw.copy_(theta[d + 1 :])
-        u = -c_inv_g / (2 * cfg.alpha_nu)
-        heads.nu_net[-1].weight.copy_(u[:d].unsqueeze(0))
-        heads.nu_net[-1].bias.copy_(u[d : d + 1])
-        heads.nu_pad.copy_(u[d + 1 :])
-        # our Lagrangian has + lambda (zeta - 1) with zeta maximising; the multipliers here belong
-        # to the minimisation of F, so the sign flips
-        heads.lam = torch.nn.Parameter(-lam.clone())
+    heads = _into_heads(heads, problem, theta, lam)
     # decrement is set only by a stall, which only follows a gradient above solver_tol
     at_precision = (decrement is not None and decrement / 2 <= STALL_RESOLUTION * max(1.0, abs(float(f)))
                     and grad_max <= STALL_GRAD_SLACK * cfg.solver_tol)
@@ -306,6 +300,121 @@ def fit_exact_nu(
     }
     return heads.float(), curve, summary
 
+
+def _theta_of(heads: DiceHeads, device: torch.device) -> torch.Tensor:
+    """zeta's parameters ``[w, b, pseudo-slot raw values]`` of linear heads, in float64."""
+    with torch.no_grad():
+        return torch.cat([
+            heads.zeta_net[-1].weight.reshape(-1), heads.zeta_net[-1].bias.reshape(-1), heads.zeta_pad_raw,
+        ]).to(device=device, dtype=torch.float64)
+
+
+def _into_heads(heads: DiceHeads, problem: ZetaProblem, theta: torch.Tensor, lam: torch.Tensor) -> DiceHeads:
+    """The heads in float64 with zeta's parameters ``theta``, nu at its exact optimum given them
+    (``u* = -C^-1 g / (2 alpha_nu)``) and the multipliers ``lam``."""
+    cfg, d = problem.cfg, problem.feature_dim
+    with torch.no_grad():
+        _, _, c_inv_g, _, _ = problem.parts(theta, lam, 0.0)
+        heads = heads.to(torch.float64)
+        heads.zeta_net[-1].weight.copy_(theta[:d].unsqueeze(0))
+        heads.zeta_net[-1].bias.copy_(theta[d : d + 1])
+        heads.zeta_pad_raw.copy_(theta[d + 1 :])
+        u = -c_inv_g / (2 * cfg.alpha_nu)
+        heads.nu_net[-1].weight.copy_(u[:d].unsqueeze(0))
+        heads.nu_net[-1].bias.copy_(u[d : d + 1])
+        heads.nu_pad.copy_(u[d + 1 :])
+        # our Lagrangian has + lambda (zeta - 1) with zeta maximising; the multipliers here belong
+        # to the minimisation of F, so the sign flips
+        heads.lam = torch.nn.Parameter(-lam.clone())
+    return heads
+
+
+
+def refit_kkt(
+    heads: DiceHeads,
+    turns: TurnFeatures,
+    data: Any,
+    cfg: DiceConfig,
+    *,
+    reward_index: int | None = None,
+    max_steps: int = 100,
+) -> tuple[DiceHeads, dict[str, Any]]:
+    """Refit zeta's parameters from ``heads``, a solution of a nearby problem (the full fit, for a
+    bootstrap resample), by Newton steps on the optimality (KKT) conditions: theta and the mass
+    constraints' multipliers move together, to the full fit's ``solver_tol`` and ``constraint_tol``.
+
+    Why not ``fit_exact_nu`` from the same start. The method of multipliers updates the
+    multipliers once per inner solve, by a first-order step; where the constraints bind hard (a
+    multiplier of 1e8 needs a penalty weight of 1e9), its refits took 87 Newton steps on average and
+    half of them stopped at the cap. Near a solution the KKT step converges quadratically in both.
+    Far from one (zeta is the square of a linear map, so the Lagrangian is not convex in theta) the
+    step is damped on the Hessian block, Levenberg-Marquardt style, until it lowers the augmented
+    Lagrangian at the updated multipliers with the solver's first penalty weight ``MU_START``: with
+    a damped Hessian the step descends it, and the small weight keeps it from refusing every step
+    but tiny ones, as the large weight of a hard-bound full fit did (benchmarks/results/interval_kkt_*.md).
+
+    Returns the heads (float32; nu at its exact optimum, lambda the multipliers) and a summary
+    (iterations, final gradient and constraint gap, converged)."""
+    device, dt = turns.logged.device, torch.float64
+    problem = ZetaProblem(turns, data, cfg, reward_index)
+    theta = _theta_of(heads, device)
+    with torch.no_grad():
+        lam = -heads.lam.detach().to(device=device, dtype=dt).reshape(-1)  # stored sign-flipped
+    n_params = len(theta)
+    eye = torch.eye(n_params, dtype=dt, device=device)
+    # the multipliers enter 4 alpha_nu A as scale * lam' gap: the step solves for scale * dlam,
+    # whose block of the KKT matrix is as well scaled as theta's
+    scale = 4 * cfg.alpha_nu / max(len(lam), 1)
+
+    def state(th: torch.Tensor, la: torch.Tensor):
+        return problem.derivatives_and_constraints(th, la, 0.0)  # the Lagrangian's: no penalty
+
+    grad, hess, gap, jac = state(theta, lam)
+    k = len(gap)
+    # the damping starts at, and falls back to, a trace of the Hessian's scale: a near-Newton step
+    floor = 1e-10 * float(hess.diagonal().abs().mean()) + 1e-300
+    iterations, damping = 0, floor
+    while True:
+        grad_max = float(grad.abs().max())
+        gap_max = float(gap.abs().max()) if k else 0.0
+        if not math.isfinite(grad_max) or not math.isfinite(gap_max):
+            raise DiceDivergence(f"KKT refit, step {iterations}: the gradient or the constraints are not finite")
+        converged = grad_max <= cfg.solver_tol and gap_max <= cfg.constraint_tol
+        if converged or iterations >= max_steps:
+            break
+        step = None
+        # the directions that keep the constraints (to first order): the null space of their Jacobian
+        null = torch.linalg.qr(jac.T, mode="complete")[0][:, k:] if k else eye
+        while damping <= 1e30:
+            # inertia correction: damp until the Hessian is positive definite along the constraints,
+            # so that the step goes to a minimum of the local model there, not to a saddle point
+            # (where zeta = 0 on some rows, the Lagrangian is stationary without being a minimum)
+            if int(torch.linalg.cholesky_ex(null.T @ (hess + damping * eye) @ null)[1]):
+                damping *= 4
+                continue
+            kkt = torch.zeros(n_params + k, n_params + k, dtype=dt, device=device)
+            kkt[:n_params, :n_params] = hess + damping * eye
+            kkt[:n_params, n_params:] = jac.T
+            kkt[n_params:, :n_params] = jac
+            solved, info = torch.linalg.solve_ex(kkt, -torch.cat([grad, gap]))
+            if int(info) == 0 and bool(torch.isfinite(solved).all()):
+                lam_new = lam + solved[n_params:] / scale if k else lam
+                before = problem.parts(theta, lam_new, MU_START)[0]
+                after = problem.parts(theta + solved[:n_params], lam_new, MU_START)[0]
+                if bool(torch.isfinite(after)) and float(after) < float(before):
+                    step = solved[:n_params]
+                    break
+            damping *= 4
+        if step is None:  # no damped step lowers the merit: stopped short, as a capped refit is
+            break
+        theta, lam = theta + step, lam_new
+        damping = max(damping / 3, floor)
+        iterations += 1
+        grad, hess, gap, jac = state(theta, lam)
+    heads = _into_heads(heads, problem, theta, lam)
+    summary = {"solver": "exact_nu", "refit": "kkt", "iterations": iterations, "grad_max": grad_max,
+               "mass_gap_max": gap_max, "converged": converged}
+    return heads.float(), summary
 
 def _damped_newton_step(objective, theta: torch.Tensor, f: torch.Tensor, grad: torch.Tensor, hess: torch.Tensor, damping: float):
     """One Levenberg-Marquardt step: a Newton step on H + damping I, the damping raised until the
