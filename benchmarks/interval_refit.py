@@ -56,17 +56,14 @@ def rows_for(cfg: DiceConfig, heads, turns, data, mu, rating: str) -> dict[str, 
     calls: list[int] = []
     originals = bootstrap.fit_exact_nu, bootstrap.refit_kkt
 
-    def counted(*a, **k):
-        out = originals[0](*a, **k)
-        calls.append(out[2]["iterations"])
-        return out
+    def counted(solver):  # each solver's summary is the last item it returns
+        def run(*a, **k):
+            out = solver(*a, **k)
+            calls.append(out[-1]["iterations"])
+            return out
+        return run
 
-    def counted_kkt(*a, **k):
-        out = originals[1](*a, **k)
-        calls.append(out[1]["iterations"])
-        return out
-
-    bootstrap.fit_exact_nu, bootstrap.refit_kkt = counted, counted_kkt
+    bootstrap.fit_exact_nu, bootstrap.refit_kkt = map(counted, originals)
     rules = {"k5": dict(interval_steps=5, interval_tol=1e3), "tol": {}, "kkt": dict(interval_refit="kkt"),
              "full": dict(interval_tol=cfg.constraint_tol, interval_steps=2000)}
     out = {}

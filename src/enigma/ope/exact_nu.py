@@ -329,7 +329,6 @@ def _into_heads(heads: DiceHeads, problem: ZetaProblem, theta: torch.Tensor, lam
     return heads
 
 
-
 def refit_kkt(
     heads: DiceHeads,
     turns: TurnFeatures,
@@ -366,10 +365,7 @@ def refit_kkt(
     # whose block of the KKT matrix is as well scaled as theta's
     scale = 4 * cfg.alpha_nu / max(len(lam), 1)
 
-    def state(th: torch.Tensor, la: torch.Tensor):
-        return problem.derivatives_and_constraints(th, la, 0.0)  # the Lagrangian's: no penalty
-
-    grad, hess, gap, jac = state(theta, lam)
+    grad, hess, gap, jac = problem.derivatives_and_constraints(theta, lam, 0.0)  # the Lagrangian's: no penalty
     k = len(gap)
     # the damping starts at, and falls back to, a trace of the Hessian's scale: a near-Newton step
     floor = 1e-10 * float(hess.diagonal().abs().mean()) + 1e-300
@@ -385,18 +381,20 @@ def refit_kkt(
         step = None
         # the directions that keep the constraints (to first order): the null space of their Jacobian
         null = torch.linalg.qr(jac.T, mode="complete")[0][:, k:] if k else eye
+        kkt = torch.zeros(n_params + k, n_params + k, dtype=dt, device=device)
+        kkt[:n_params, n_params:] = jac.T
+        kkt[n_params:, :n_params] = jac
+        rhs = -torch.cat([grad, gap])
         while damping <= 1e30:
             # inertia correction: damp until the Hessian is positive definite along the constraints,
             # so that the step goes to a minimum of the local model there, not to a saddle point
             # (where zeta = 0 on some rows, the Lagrangian is stationary without being a minimum)
-            if int(torch.linalg.cholesky_ex(null.T @ (hess + damping * eye) @ null)[1]):
+            damped = hess + damping * eye
+            if int(torch.linalg.cholesky_ex(null.T @ damped @ null)[1]):
                 damping *= 4
                 continue
-            kkt = torch.zeros(n_params + k, n_params + k, dtype=dt, device=device)
-            kkt[:n_params, :n_params] = hess + damping * eye
-            kkt[:n_params, n_params:] = jac.T
-            kkt[n_params:, :n_params] = jac
-            solved, info = torch.linalg.solve_ex(kkt, -torch.cat([grad, gap]))
+            kkt[:n_params, :n_params] = damped
+            solved, info = torch.linalg.solve_ex(kkt, rhs)
             if int(info) == 0 and bool(torch.isfinite(solved).all()):
                 lam_new = lam + solved[n_params:] / scale if k else lam
                 before = problem.parts(theta, lam_new, MU_START)[0]
@@ -410,11 +408,12 @@ def refit_kkt(
         theta, lam = theta + step, lam_new
         damping = max(damping / 3, floor)
         iterations += 1
-        grad, hess, gap, jac = state(theta, lam)
+        grad, hess, gap, jac = problem.derivatives_and_constraints(theta, lam, 0.0)
     heads = _into_heads(heads, problem, theta, lam)
     summary = {"solver": "exact_nu", "refit": "kkt", "iterations": iterations, "grad_max": grad_max,
                "mass_gap_max": gap_max, "converged": converged}
     return heads.float(), summary
+
 
 def _damped_newton_step(objective, theta: torch.Tensor, f: torch.Tensor, grad: torch.Tensor, hess: torch.Tensor, damping: float):
     """One Levenberg-Marquardt step: a Newton step on H + damping I, the damping raised until the
