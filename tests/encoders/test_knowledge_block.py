@@ -10,11 +10,11 @@ import pytest
 from enigma.contracts import Turn
 from enigma.encoders.base import DialogueActions
 from enigma.encoders.frozen import AGREEMENT_DIM, GROUNDING_DIM, FrozenPairEncoder
-from enigma.encoders.knowledge import KNOWLEDGE_DIM, Lookup, knowledge_features, load_knowledge
+from enigma.encoders.knowledge import KNOWLEDGE_DIM, Lookup, knowledge_features, knowledge_measures, load_knowledge, unrequested
 from enigma.encoders.text_cache import EmbeddingCache
 from enigma.ope.config import DiceConfig
 from enigma.sim import world as W
-from enigma.sim.knowledge import airline
+from enigma.sim.knowledge import airline, airline_requests
 from enigma.sim.language import fmt_action
 
 KB = airline()
@@ -114,6 +114,53 @@ def test_the_encoder_lays_the_block_out_per_pair_beside_the_grounding_block(cach
     logged, target = enc(prepared, __import__("torch").tensor([0]))
     start = enc.dim - AGREEMENT_DIM - KNOWLEDGE_DIM
     assert target[0, 1, 1, start:start + KNOWLEDGE_DIM].tolist() == [1.0, 0.0, 1.0]
+
+
+@pytest.mark.parametrize(
+    "asked, action, flagged",
+    [
+        ("Hi, I'd like to book a flight.", fmt_action("cancel", None, HOLDER), 1.0),  # status_sloppy's slip
+        ("Hi, I'd like to book a flight.", fmt_action("change", FLIGHT.number, HOLDER), 1.0),
+        ("Hi, I'd like to book a flight.", fmt_action("book", FLIGHT.number, HOLDER), 0.0),
+        ("Hi, I'd like to book a flight.", fmt_action("no_flight", None, HOLDER), 0.0),  # answers a booking
+        ("Hello, please cancel my reservation.", fmt_action("no_flight", None, HOLDER), 1.0),
+        ("Hello, please cancel my reservation.", fmt_action("no_reservation", None, NOBODY), 0.0),
+        ("Hi, I need to move my flight to different dates.", fmt_action("change", FLIGHT.number, HOLDER), 0.0),
+        ("Hi, I need to move my flight to different dates.", "Which dates would you like?", 0.0),  # no action
+        ("My name is Eric.", fmt_action("cancel", None, HOLDER), 0.0),  # nothing asked yet: no claim
+    ],
+)
+def test_an_action_of_another_kind_than_the_user_asked_for_is_flagged(asked, action, flagged):
+    kb = airline_requests()
+    assert unrequested(kb.lookup(action), kb.request(asked)) == flagged
+
+
+def test_only_a_base_that_reads_requests_adds_the_fourth_column(cache):
+    assert knowledge_measures(KB) == ("names_known", "facts_unsaid", "contradicted")
+    assert knowledge_measures(airline_requests()) == (*knowledge_measures(KB), "unrequested")
+    table = FrozenPairEncoder(cache, knowledge=KB).prepare([D], max_agent_turns=2).knowledge
+    both = FrozenPairEncoder(cache, knowledge=airline_requests()).prepare([D], max_agent_turns=2).knowledge
+    assert both.shape == (2, 3, KNOWLEDGE_DIM + 1)
+    assert (both[..., :KNOWLEDGE_DIM] == table).all()  # the table's three columns are the same
+    assert both[..., KNOWLEDGE_DIM].tolist() == [[0.0, 0.0, 0.0], [0.0, 0.0, 0.0]]  # D's user never asks
+
+
+def test_the_latest_request_the_user_states_is_the_one_an_action_is_held_against(cache):
+    """A customer corrects a seller that misread them; the correction is what counts."""
+    d = DialogueActions(
+        "d",
+        (
+            Turn("user", "Hi, I need to change my reservation."),
+            Turn("agent", "Sure, may I have your name?"),
+            Turn("user", "No, I need a new flight. I want to book a ticket."),
+            Turn("agent", f"Done. {fmt_action('change', FLIGHT.number, HOLDER)}"),
+        ),
+        (1, 3),
+        ((f"Done. {fmt_action('change', FLIGHT.number, HOLDER)}",), (f"Done. {fmt_action('book', FLIGHT.number, HOLDER)}",)),
+    )
+    k = FrozenPairEncoder(cache, knowledge=airline_requests()).prepare([d], max_agent_turns=2).knowledge
+    assert k[0, 1, KNOWLEDGE_DIM] == 0.0  # a change, while the customer asks for a change, fits; ...
+    assert k[1, 0, KNOWLEDGE_DIM] == 1.0 and k[1, 1, KNOWLEDGE_DIM] == 0.0  # ... after the correction only a booking does
 
 
 @pytest.mark.parametrize(

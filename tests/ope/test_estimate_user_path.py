@@ -245,11 +245,15 @@ def test_the_position_settings_reach_the_features_from_the_params_file(tmp_path)
 KNOWLEDGE = "python:enigma.sim.knowledge:airline"
 
 
-@pytest.mark.parametrize("setting", ["grounding", "reply_measures", "request", "knowledge"])
-def test_a_pair_block_set_in_the_params_file_reaches_the_heads(tmp_path, setting):
+@pytest.mark.parametrize(
+    "setting, value",
+    [("grounding", True), ("reply_measures", True), ("request", True), ("knowledge", KNOWLEDGE), ("knowledge", KNOWLEDGE + "_requests")],
+)
+def test_a_pair_block_set_in_the_params_file_reaches_the_heads(tmp_path, setting, value):
     """``dice.grounding``, ``dice.reply_measures``, ``dice.request`` or ``dice.knowledge`` in the
     user's params file (frozen sentence vectors, a ``python:`` agent sampled by the command): the
-    saved heads read that block beside the PCA and agreement blocks, and the run records the setting."""
+    saved heads read that block beside the PCA and agreement blocks, and the run records the setting.
+    A knowledge base that reads requests adds one column to the three of the table."""
     import torch
     import yaml
 
@@ -257,21 +261,21 @@ def test_a_pair_block_set_in_the_params_file_reaches_the_heads(tmp_path, setting
     from enigma.encoders.knowledge import KNOWLEDGE_DIM
     from enigma.reply_measures import REPLY_MEASURES_DIM
 
-    on = {"grounding": True, "reply_measures": True, "request": True, "knowledge": KNOWLEDGE}
     off = {"grounding": False, "reply_measures": False, "request": False, "knowledge": None}
     store = T.write_tiny_store(tmp_path / "store", n_dialogues=12, agents=("a1", "a2"))
     params = yaml.safe_load(PARAMS.read_text())
     dice = params["estimators"]["enigma"]["dice"]
     # the setting on and the other blocks off, whatever the shipped defaults are
-    wanted = {b: (on if b == setting else off)[b] for b in on}
+    wanted = dict(off, **{setting: value})
     dice.update(wanted, interval_resamples=0)
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
     r = enigma("estimate", "--experience", store, "--target", "t=python:enigma.agents.examples:echo", "--out", tmp_path / "out",
                "--params", tmp_path / "params.yaml", "--cache-dir", tmp_path / "cache", "-q")
     assert r.exit_code in (0, 3), r.output  # 3: a dozen dialogues may leave the solver short; the features are what is checked
     config = json.loads((tmp_path / "out" / "estimates.json").read_text())["diagnostics"]["t"]["config"]
-    assert {k: config[k] for k in on} == wanted
-    block = {"grounding": GROUNDING_DIM, "reply_measures": REPLY_MEASURES_DIM, "request": REQUEST_DIM, "knowledge": KNOWLEDGE_DIM}[setting]
+    assert {k: config[k] for k in off} == wanted
+    block = {"grounding": GROUNDING_DIM, "reply_measures": REPLY_MEASURES_DIM, "request": REQUEST_DIM,
+             KNOWLEDGE: KNOWLEDGE_DIM, KNOWLEDGE + "_requests": KNOWLEDGE_DIM + 1}[value if setting == "knowledge" else setting]
     heads = torch.load(next((tmp_path / "out" / "results").rglob("t.heads.pt")), weights_only=False)
     assert heads.zeta_net[-1].in_features == dice["project_dim"] + block + AGREEMENT_DIM
 

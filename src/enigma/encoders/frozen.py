@@ -51,7 +51,7 @@ import torch
 from torch import nn
 
 from enigma.encoders.base import DialogueActions, PairEncoder, pad_rows, rows_of
-from enigma.encoders.knowledge import KNOWLEDGE_DIM, KnowledgeBase, Lookup, knowledge_features
+from enigma.encoders.knowledge import KnowledgeBase, Lookup, knowledge_features, knowledge_measures, reads_requests, unrequested
 from enigma.encoders.text_cache import EmbeddingCache
 from enigma.reply_measures import REPLY_MEASURES_DIM, agent_bigrams, reply_measures
 
@@ -87,7 +87,8 @@ class FrozenPrepared:
     reply_measures: torch.Tensor | None = None
     # [T, 1 + S, REQUEST_DIM] the replies' closeness to the opening request, laid out the same way
     request: torch.Tensor | None = None
-    # [T, 1 + S, KNOWLEDGE_DIM] the replies' looked-up facts against the user's words, laid out the same way
+    # [T, 1 + S, K] the replies' looked-up facts against the user's words, laid out the same way
+    # (K: the base's knowledge_measures)
     knowledge: torch.Tensor | None = None
 
     def __len__(self) -> int:
@@ -137,11 +138,12 @@ class FrozenPairEncoder(PairEncoder):
         self.reply_measures = reply_measures
         self.request = request
         self.knowledge = knowledge
+        self.knowledge_dim = len(knowledge_measures(knowledge)) if knowledge is not None else 0
         # the grounding, reply-measure, request, knowledge and agreement features stay outside any
         # projection (the trainer's PCA included), in that order; the first four, like the text,
         # describe the pair alone, so the fitted Q reads them with the text (``pair_passthrough_dim``)
         self.pair_passthrough_dim = ((GROUNDING_DIM if grounding else 0) + (REPLY_MEASURES_DIM if reply_measures else 0)
-                                     + (REQUEST_DIM if request else 0) + (KNOWLEDGE_DIM if knowledge is not None else 0))
+                                     + (REQUEST_DIM if request else 0) + self.knowledge_dim)
         self.passthrough_dim = self.pair_passthrough_dim + (AGREEMENT_DIM if agreement else 0)
         self.dim = (projection_dim or self.feature_dim) + self.passthrough_dim
 
@@ -165,7 +167,8 @@ class FrozenPairEncoder(PairEncoder):
         target_valid = torch.zeros((t_all, s_max), dtype=torch.bool)
         grounded = torch.zeros((t_all, 1 + s_max, GROUNDING_DIM)) if self.grounding else None
         measured = torch.zeros((t_all, 1 + s_max, REPLY_MEASURES_DIM)) if self.reply_measures else None
-        known = torch.zeros((t_all, 1 + s_max, KNOWLEDGE_DIM)) if self.knowledge is not None else None
+        known = torch.zeros((t_all, 1 + s_max, self.knowledge_dim)) if self.knowledge is not None else None
+        requests = self.knowledge is not None and reads_requests(self.knowledge)
         looked_up: dict[str, Lookup] = {}  # reply text -> its lookup: a store repeats its replies
         # earlier-history summaries: per turn row the text rows to average
         summary_members: list[list[int]] = []
@@ -174,6 +177,7 @@ class FrozenPairEncoder(PairEncoder):
             _check(d, max_agent_turns)
             said = Mentioned()
             user_said = Mentioned()  # the user's words alone: what the looked-up facts are held against
+            asked, heard = None, 0  # the user's latest stated request, and the turns read for it
             agent_said: set = set()  # the agent's bigrams before turn t
             seen = 0
             for k, t in enumerate(d.agent_turns):
@@ -186,10 +190,18 @@ class FrozenPairEncoder(PairEncoder):
                         measured[r, 1 + s] = torch.tensor(reply_measures(reply, history, agent_said))
                 if known is not None:
                     user_said.extend(history, role="user")
+                    if requests:
+                        for turn in history[heard:]:
+                            if turn.role == "user":
+                                asked = self.knowledge.request(turn.text) or asked
+                        heard = len(history)
                     for s, reply in enumerate((d.turns[t].text, *d.target_replies[k])):
                         if reply not in looked_up:
                             looked_up[reply] = self.knowledge.lookup(reply)
-                        known[r, s] = torch.tensor(knowledge_features(looked_up[reply], user_said.words))
+                        features = knowledge_features(looked_up[reply], user_said.words)
+                        if requests:
+                            features.append(unrequested(looked_up[reply], asked))
+                        known[r, s] = torch.tensor(features)
                 if grounded is not None:
                     said.extend(history)
                     grounded[r, 0] = torch.tensor(grounding_features(d.turns[t].text, said))

@@ -17,6 +17,14 @@ grounding block, outside the PCA (``KNOWLEDGE_MEASURES``):
 
 The object needs one method, ``lookup(reply: str) -> Lookup``. It must read only what the agents
 themselves could look up, never the user's goal or a rating.
+
+A base may also read what the user asks for: ``request(user_text: str) -> str | None``, the kind of
+request a user turn states ("cancel"), with ``Lookup.answers`` the kinds of request a reply's final
+action can answer. Such a base gives a fourth number (``REQUEST_CHECK_MEASURE``): whether the reply
+takes an action that answers none of what the user last asked for. A cancellation recorded for a
+customer who asked for a new flight reads like a right one in every other column; only the
+request, which the dialogue states in words, tells them apart. A base without ``request`` keeps
+the three numbers, so the settings made with it keep their features.
 """
 
 from __future__ import annotations
@@ -28,6 +36,7 @@ from typing import Protocol
 
 KNOWLEDGE_MEASURES = ("names_known", "facts_unsaid", "contradicted")
 KNOWLEDGE_DIM = len(KNOWLEDGE_MEASURES)
+REQUEST_CHECK_MEASURE = "unrequested"
 # How a setting names a knowledge base (dice.knowledge, benchmarks.<b>.knowledge): load_knowledge
 KNOWLEDGE_SPEC = r"^python:[\w.]+:\w+$"
 
@@ -39,11 +48,14 @@ class Lookup:
     ``facts``: one entry per fact of the entities the reply names, each the fact's spellings as the
     user might have said it (``("march", "3")`` for a month); a fact counts as said when every word
     of one spelling is among the user's words. ``found``: how many entities the reply names that
-    the base holds; ``contradicted``: how many of the reply's claims the base contradicts."""
+    the base holds; ``contradicted``: how many of the reply's claims the base contradicts;
+    ``answers``: the kinds of request the reply's final action can answer (none without an
+    action), read only by a base that reads requests."""
 
     facts: tuple[tuple[str, ...], ...] = ()
     found: int = 0
     contradicted: int = 0
+    answers: tuple[str, ...] = ()
 
 
 class KnowledgeBase(Protocol):
@@ -58,6 +70,22 @@ def knowledge_features(lookup: Lookup, user_words: set[str] | frozenset[str]) ->
 
     unsaid = sum(not said(f) for f in lookup.facts) / len(lookup.facts) if lookup.facts else 0.0
     return [float(lookup.found > 0), unsaid, float(lookup.contradicted > 0)]
+
+
+def reads_requests(base: KnowledgeBase) -> bool:
+    """Whether ``base`` reads the user's requests, which adds ``REQUEST_CHECK_MEASURE``."""
+    return callable(getattr(base, "request", None))
+
+
+def knowledge_measures(base: KnowledgeBase) -> tuple[str, ...]:
+    """The knowledge block's columns for ``base``, in order."""
+    return KNOWLEDGE_MEASURES + ((REQUEST_CHECK_MEASURE,) if reads_requests(base) else ())
+
+
+def unrequested(lookup: Lookup, asked: str | None) -> float:
+    """1 when the reply acts (``lookup.answers``) and its action answers none of what the user last
+    asked for; 0 without an action or before the user has asked for anything."""
+    return float(bool(lookup.answers) and asked is not None and asked not in lookup.answers)
 
 
 def load_knowledge(spec: str, setting: str = "dice.knowledge") -> KnowledgeBase:

@@ -9,7 +9,9 @@ one reply it says which entities the reply names, what the table knows about the
 the reply's claims the table contradicts. It never reads a customer's goal or a rating, only the
 public world that every seller queries.
 
-Spec: ``python:enigma.sim.knowledge:airline``.
+Spec: ``python:enigma.sim.knowledge:airline``. ``python:enigma.sim.knowledge:airline_requests`` is
+the same table that also reads what the customer asks for (book, change, cancel) with the parser
+every seller uses, so that a final action of another kind is flagged (``Lookup.answers``).
 """
 
 from __future__ import annotations
@@ -18,11 +20,15 @@ import re
 
 from enigma.encoders.knowledge import Lookup
 from enigma.sim import world as W
-from enigma.sim.language import read_action
+from enigma.sim.language import read_action, read_customer
 
 # flight numbers are six digits (world: 100000 plus the position in the whole timetable)
 _NUMBER = re.compile(r"(?<![\d$.])(\d{6})(?![\d])")
 _STATUSES_ON_A_RESERVATION = ("change", "cancel")
+# the requests each final status can answer: "no flights" answers a booking or a change, "no
+# reservation" a change or a cancellation; "none" (no action taken) claims nothing
+_ANSWERS = {"book": ("book",), "change": ("change",), "cancel": ("cancel",),
+            "no_flight": ("book", "change"), "no_reservation": ("change", "cancel"), "none": ()}
 
 
 def _flight_facts(f: W.Flight) -> tuple[tuple[str, ...], ...]:
@@ -53,6 +59,7 @@ class AirlineKnowledge:
                 found += 1
                 facts.extend(_flight_facts(flight))
         action = read_action(reply)
+        answers = _ANSWERS[action.status] if action is not None else ()
         if action is not None and action.name.strip():
             held = W.reservation_for(action.name) is not None
             found += 1
@@ -60,8 +67,19 @@ class AirlineKnowledge:
                 contradicted += 1  # changed or cancelled a reservation the book does not hold
             elif action.status == "no_reservation" and held:
                 contradicted += 1  # said there is none where the book holds one
-        return Lookup(tuple(facts), found, contradicted)
+        return Lookup(tuple(facts), found, contradicted, answers)
+
+
+class AirlineKnowledgeAndRequests(AirlineKnowledge):
+    """The table, and ``request(user_text)``: what a customer's turn asks for, as the sellers read it."""
+
+    def request(self, user_text: str) -> str | None:
+        return read_customer(user_text).intent
 
 
 def airline() -> AirlineKnowledge:
     return AirlineKnowledge()
+
+
+def airline_requests() -> AirlineKnowledgeAndRequests:
+    return AirlineKnowledgeAndRequests()
