@@ -21,13 +21,20 @@ import shlex
 import sys
 from pathlib import Path
 
-import duckdb
-
-from enigma.encoders.knowledge import load_knowledge, reads_requests, unrequested
+from enigma.encoders.knowledge import latest_request, load_knowledge, reads_requests, unrequested
+from enigma.store.experience import ExperienceStore
 from provenance import code_version
 
 RESULTS = Path(__file__).resolve().parent / "results"
 KINDS = ("book", "change", "cancel")
+
+
+def _first_action(base, dialogue):
+    """The index and lookup of the dialogue's first agent turn that takes an action, or None."""
+    for at, turn in enumerate(dialogue):
+        if turn.role == "agent" and (look := base.lookup(turn.text)).answers:
+            return at, look
+    return None
 
 
 def main() -> None:
@@ -39,29 +46,20 @@ def main() -> None:
     base = load_knowledge(args.knowledge, "--knowledge")
     if not reads_requests(base):
         sys.exit(f"--knowledge {args.knowledge!r} reads no requests (it has no request(user_text))")
-    con = duckdb.connect()
-    turns = con.execute(f"select dialog_id, role, text from '{args.store / 'turns.parquet'}' order by dialog_id, turn_index").fetchall()
-    rated = {d: (agent, status) for d, agent, status in
-             con.execute(f"select dialog_id, agent_id, rating_status from '{args.store / 'dialogues.parquet'}'").fetchall()}
-    by_dialogue = collections.defaultdict(list)
-    for d, role, text in turns:
-        by_dialogue[d].append((role, text))
+    store = ExperienceStore.open(args.store)
+    agents = store.dialogues.column("agent_id").to_pylist()
+    status = dict(zip(store.dialogues.column("dialog_id").to_pylist(), store.dialogues.column("rating_status").to_pylist()))
     counts: collections.Counter = collections.Counter()
     per_agent: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
-    for d, dialogue in by_dialogue.items():
-        asked = None
-        for role, text in dialogue:
-            if role == "user":
-                asked = base.request(text) or asked
-                continue
-            look = base.lookup(text)
-            if not look.answers:
-                continue
-            if set(look.answers) <= set(KINDS) and len(look.answers) == 1:
-                key = ("flagged" if unrequested(look, asked) else "not flagged", "status right" if rated[d][1] == 1.0 else "status wrong")
-                counts[key] += 1
-                per_agent[rated[d][0]][key] += 1
-            break  # the dialogue's first final action only
+    for (d, dialogue), agent in zip(store.histories().items(), agents):
+        acted = _first_action(base, dialogue)
+        if acted is None or len(acted[1].answers) != 1:  # "no flights"/"no reservation" answer two kinds
+            continue
+        at, look = acted
+        key = ("flagged" if unrequested(look, latest_request(base, dialogue[:at])) else "not flagged",
+               "status right" if status[d] == 1.0 else "status wrong")
+        counts[key] += 1
+        per_agent[agent][key] += 1
     rows = [(f, s, counts[(f, s)]) for f in ("flagged", "not flagged") for s in ("status right", "status wrong")]
     command = shlex.join([".venv/bin/python", "benchmarks/request_flag_store.py", *sys.argv[1:]])
     md = [f"# The request check against a store's status ratings ({args.store})", "", f"`{command}` (code: {code_version()})", "",

@@ -51,7 +51,7 @@ import torch
 from torch import nn
 
 from enigma.encoders.base import DialogueActions, PairEncoder, pad_rows, rows_of
-from enigma.encoders.knowledge import KnowledgeBase, Lookup, knowledge_features, knowledge_measures, reads_requests, unrequested
+from enigma.encoders.knowledge import KnowledgeBase, Lookup, knowledge_features, knowledge_measures, latest_request, reads_requests, unrequested
 from enigma.encoders.text_cache import EmbeddingCache
 from enigma.reply_measures import REPLY_MEASURES_DIM, agent_bigrams, reply_measures
 
@@ -139,6 +139,7 @@ class FrozenPairEncoder(PairEncoder):
         self.request = request
         self.knowledge = knowledge
         self.knowledge_dim = len(knowledge_measures(knowledge)) if knowledge is not None else 0
+        self.reads_requests = knowledge is not None and reads_requests(knowledge)
         # the grounding, reply-measure, request, knowledge and agreement features stay outside any
         # projection (the trainer's PCA included), in that order; the first four, like the text,
         # describe the pair alone, so the fitted Q reads them with the text (``pair_passthrough_dim``)
@@ -168,7 +169,6 @@ class FrozenPairEncoder(PairEncoder):
         grounded = torch.zeros((t_all, 1 + s_max, GROUNDING_DIM)) if self.grounding else None
         measured = torch.zeros((t_all, 1 + s_max, REPLY_MEASURES_DIM)) if self.reply_measures else None
         known = torch.zeros((t_all, 1 + s_max, self.knowledge_dim)) if self.knowledge is not None else None
-        requests = self.knowledge is not None and reads_requests(self.knowledge)
         looked_up: dict[str, Lookup] = {}  # reply text -> its lookup: a store repeats its replies
         # earlier-history summaries: per turn row the text rows to average
         summary_members: list[list[int]] = []
@@ -190,16 +190,13 @@ class FrozenPairEncoder(PairEncoder):
                         measured[r, 1 + s] = torch.tensor(reply_measures(reply, history, agent_said))
                 if known is not None:
                     user_said.extend(history, role="user")
-                    if requests:
-                        for turn in history[heard:]:
-                            if turn.role == "user":
-                                asked = self.knowledge.request(turn.text) or asked
-                        heard = len(history)
+                    if self.reads_requests:
+                        asked, heard = latest_request(self.knowledge, history[heard:], asked), len(history)
                     for s, reply in enumerate((d.turns[t].text, *d.target_replies[k])):
                         if reply not in looked_up:
                             looked_up[reply] = self.knowledge.lookup(reply)
                         features = knowledge_features(looked_up[reply], user_said.words)
-                        if requests:
+                        if self.reads_requests:
                             features.append(unrequested(looked_up[reply], asked))
                         known[r, s] = torch.tensor(features)
                 if grounded is not None:

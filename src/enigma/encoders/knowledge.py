@@ -82,6 +82,15 @@ def knowledge_measures(base: KnowledgeBase) -> tuple[str, ...]:
     return KNOWLEDGE_MEASURES + ((REQUEST_CHECK_MEASURE,) if reads_requests(base) else ())
 
 
+def latest_request(base: KnowledgeBase, turns, asked: str | None = None) -> str | None:
+    """The request the user's turns among ``turns`` state last (``asked`` when none states one): a
+    customer who corrects a seller that misread them is held to the correction."""
+    for turn in turns:
+        if turn.role == "user":
+            asked = base.request(turn.text) or asked
+    return asked
+
+
 def unrequested(lookup: Lookup, asked: str | None) -> float:
     """1 when the reply acts (``lookup.answers``) and its action answers none of what the user last
     asked for; 0 without an action or before the user has asked for anything."""
