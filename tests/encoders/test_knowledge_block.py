@@ -14,7 +14,7 @@ from enigma.encoders.knowledge import KNOWLEDGE_DIM, Lookup, knowledge_features,
 from enigma.encoders.text_cache import EmbeddingCache
 from enigma.ope.config import DiceConfig
 from enigma.sim import world as W
-from enigma.sim.knowledge import airline, airline_requests
+from enigma.sim.knowledge import StatedTrip, airline, airline_checked, airline_requests
 from enigma.sim.language import fmt_action
 
 KB = airline()
@@ -161,6 +161,64 @@ def test_the_latest_request_the_user_states_is_the_one_an_action_is_held_against
     k = FrozenPairEncoder(cache, knowledge=airline_requests()).prepare([d], max_agent_turns=2).knowledge
     assert k[0, 1, KNOWLEDGE_DIM] == 0.0  # a change, while the customer asks for a change, fits; ...
     assert k[1, 0, KNOWLEDGE_DIM] == 1.0 and k[1, 1, KNOWLEDGE_DIM] == 0.0  # ... after the correction only a booking does
+
+
+TRIP = (f"i want to fly from boston to denver, out on september {FLIGHT.dep_day}th and back on the {FLIGHT.ret_day}th.",
+        f"my name is {HOLDER}.")
+NOTHING_FITS = "my budget is $200 and i want business class."  # the dates' business seats cost more
+
+
+@pytest.mark.parametrize(
+    "said, action, refuted",
+    [
+        (TRIP, fmt_action("no_flight", None, HOLDER), True),  # the table holds the stated trip
+        ((*TRIP, NOTHING_FITS), fmt_action("no_flight", None, HOLDER), False),  # none meets the preferences
+        (TRIP[1:], fmt_action("no_flight", None, HOLDER), False),  # no trip stated yet: nothing to search
+        (TRIP, fmt_action("no_reservation", None, HOLDER), True),  # the book holds the stated name
+        ((f"my name is {NOBODY}.",), fmt_action("no_reservation", None, NOBODY), False),
+        ((f"my name is {NOBODY}.",), fmt_action("cancel", None, NOBODY), True),  # nothing to cancel
+        (TRIP, fmt_action("cancel", None, HOLDER), False),
+        (TRIP, fmt_action("book", FLIGHT.number, HOLDER), False),
+        (TRIP, fmt_action("book", ELSEWHERE.number, HOLDER), True),  # off the stated route
+        ((*TRIP, NOTHING_FITS), fmt_action("book", FLIGHT.number, HOLDER), True),  # off the stated budget
+        (TRIP, fmt_action("book", None, HOLDER), False),  # no flight: the request check's to flag
+        (TRIP, "Which dates would you like?", False),  # no action, no claim
+    ],
+)
+def test_a_final_action_the_users_own_words_contradict_is_refuted(said, action, refuted):
+    assert airline_checked().refutes(action, said) is refuted
+
+
+def test_a_name_the_agent_misheard_is_caught_by_the_users_words_not_by_the_reply_alone():
+    """hard_of_hearing's failure: it hears another name, finds no reservation under it and says so.
+    The book agrees with the reply's own name; only the name the customer gave refutes it."""
+    misheard = fmt_action("no_reservation", None, NOBODY)
+    assert knowledge_features(airline_checked().lookup(misheard), ASKED)[2] == 0.0  # not contradicted by itself
+    assert airline_checked().refutes(misheard, TRIP)
+
+
+def test_a_later_statement_of_a_slot_replaces_the_earlier_one():
+    trip = StatedTrip.read((*TRIP, "sorry, i meant to dallas."))
+    assert (trip.origin, trip.destination, trip.month, trip.dep_day) == ("BOS", "DFW", 9, FLIGHT.dep_day)
+    assert trip.name == HOLDER
+    assert airline_checked().refutes(fmt_action("book", FLIGHT.number, HOLDER), (*TRIP, "sorry, i meant to dallas."))
+
+
+def test_only_a_base_that_searches_with_the_users_words_adds_the_fifth_column(cache):
+    d = DialogueActions(
+        "d",
+        (Turn("user", TRIP[0]), Turn("agent", "Your name?"), Turn("user", TRIP[1]),
+         Turn("agent", f"Sorry. {fmt_action('no_flight', None, HOLDER)}")),
+        (1, 3),
+        (("Your name?",), (f"Booked. {fmt_action('book', FLIGHT.number, HOLDER)}",)),
+    )
+    assert knowledge_measures(airline_checked()) == (*knowledge_measures(airline_requests()), "refuted")
+    four = FrozenPairEncoder(cache, knowledge=airline_requests()).prepare([d], max_agent_turns=2).knowledge
+    five = FrozenPairEncoder(cache, knowledge=airline_checked()).prepare([d], max_agent_turns=2).knowledge
+    assert five.shape == (2, 2, KNOWLEDGE_DIM + 2)
+    assert (five[..., :KNOWLEDGE_DIM + 1] == four).all()
+    # the logged "no flights" on a trip the table holds is refuted; the target's booking of it is not
+    assert five[..., KNOWLEDGE_DIM + 1].tolist() == [[0.0, 0.0], [1.0, 0.0]]
 
 
 @pytest.mark.parametrize(

@@ -247,13 +247,15 @@ KNOWLEDGE = "python:enigma.sim.knowledge:airline"
 
 @pytest.mark.parametrize(
     "setting, value",
-    [("grounding", True), ("reply_measures", True), ("request", True), ("knowledge", KNOWLEDGE), ("knowledge", KNOWLEDGE + "_requests")],
+    [("grounding", True), ("reply_measures", True), ("request", True), ("knowledge", KNOWLEDGE), ("knowledge", KNOWLEDGE + "_requests"),
+     ("knowledge", KNOWLEDGE + "_checked")],
 )
 def test_a_pair_block_set_in_the_params_file_reaches_the_heads(tmp_path, setting, value):
     """``dice.grounding``, ``dice.reply_measures``, ``dice.request`` or ``dice.knowledge`` in the
     user's params file (frozen sentence vectors, a ``python:`` agent sampled by the command): the
     saved heads read that block beside the PCA and agreement blocks, and the run records the setting.
-    A knowledge base that reads requests adds one column to the three of the table."""
+    A knowledge base that reads requests adds one column to the three of the table, and one that
+    also searches itself with the user's words one more."""
     import torch
     import yaml
 
@@ -275,7 +277,8 @@ def test_a_pair_block_set_in_the_params_file_reaches_the_heads(tmp_path, setting
     config = json.loads((tmp_path / "out" / "estimates.json").read_text())["diagnostics"]["t"]["config"]
     assert {k: config[k] for k in off} == wanted
     block = {"grounding": GROUNDING_DIM, "reply_measures": REPLY_MEASURES_DIM, "request": REQUEST_DIM,
-             KNOWLEDGE: KNOWLEDGE_DIM, KNOWLEDGE + "_requests": KNOWLEDGE_DIM + 1}[value if setting == "knowledge" else setting]
+             KNOWLEDGE: KNOWLEDGE_DIM, KNOWLEDGE + "_requests": KNOWLEDGE_DIM + 1,
+             KNOWLEDGE + "_checked": KNOWLEDGE_DIM + 2}[value if setting == "knowledge" else setting]
     heads = torch.load(next((tmp_path / "out" / "results").rglob("t.heads.pt")), weights_only=False)
     assert heads.zeta_net[-1].in_features == dice["project_dim"] + block + AGREEMENT_DIM
 

@@ -27,7 +27,8 @@ the dialogue had not mentioned before it), ``reply_measures`` (``enigma.reply_me
 of the reply repeats the agent's earlier turns, itself or the user's last turn, whether it asks,
 its length), ``request`` (``request_features``: how close the reply is to the user's opening
 request), ``knowledge`` (``enigma.encoders.knowledge``: what a knowledge base says about the
-entities the reply names, against the user's words), the four properties of the pair itself, and
+entities the reply names, against the user's words; three to five numbers, the base's
+``knowledge_measures``), the four properties of the pair itself, and
 ``agreement`` (``agreement_features``: how far the logged dialogue has followed the target so far).
 
 ``blocks`` selects the state blocks (``DEFAULT_BLOCKS`` by default; e.g. ``("last_user", "position")``
@@ -51,7 +52,8 @@ import torch
 from torch import nn
 
 from enigma.encoders.base import DialogueActions, PairEncoder, pad_rows, rows_of
-from enigma.encoders.knowledge import KnowledgeBase, Lookup, knowledge_features, knowledge_measures, latest_request, reads_requests, unrequested
+from enigma.encoders.knowledge import (KnowledgeBase, Lookup, checks_against_user, knowledge_features, knowledge_measures,
+                                       latest_request, reads_requests, unrequested)
 from enigma.encoders.text_cache import EmbeddingCache
 from enigma.reply_measures import REPLY_MEASURES_DIM, agent_bigrams, reply_measures
 
@@ -140,6 +142,7 @@ class FrozenPairEncoder(PairEncoder):
         self.knowledge = knowledge
         self.knowledge_dim = len(knowledge_measures(knowledge)) if knowledge is not None else 0
         self.reads_requests = knowledge is not None and reads_requests(knowledge)
+        self.checks_against_user = knowledge is not None and checks_against_user(knowledge)
         # the grounding, reply-measure, request, knowledge and agreement features stay outside any
         # projection (the trainer's PCA included), in that order; the first four, like the text,
         # describe the pair alone, so the fitted Q reads them with the text (``pair_passthrough_dim``)
@@ -192,12 +195,15 @@ class FrozenPairEncoder(PairEncoder):
                     user_said.extend(history, role="user")
                     if self.reads_requests:
                         asked, heard = latest_request(self.knowledge, history[heard:], asked), len(history)
+                    user_texts = tuple(turn.text for turn in history if turn.role == "user")
                     for s, reply in enumerate((d.turns[t].text, *d.target_replies[k])):
                         if reply not in looked_up:
                             looked_up[reply] = self.knowledge.lookup(reply)
                         features = knowledge_features(looked_up[reply], user_said.words)
                         if self.reads_requests:
                             features.append(unrequested(looked_up[reply], asked))
+                        if self.checks_against_user:
+                            features.append(float(self.knowledge.refutes(reply, user_texts)))
                         known[r, s] = torch.tensor(features)
                 if grounded is not None:
                     said.extend(history)

@@ -25,6 +25,14 @@ takes an action that answers none of what the user last asked for. A cancellatio
 customer who asked for a new flight reads like a right one in every other column; only the
 request, which the dialogue states in words, tells them apart. A base without ``request`` keeps
 the three numbers, so the settings made with it keep their features.
+
+A base may also search itself with what the user said: ``refutes(reply: str, user_texts: tuple[str,
+...]) -> bool``, whether the base, queried with the user's own words so far, contradicts the reply's
+final action ("no flights" where the table holds one on the route and dates the user gave, "no
+reservation" where the book holds one under the name the user gave, a booking off the user's
+route). Such a base gives one more number after the others (``USER_CHECK_MEASURE``). The third
+column checks the reply against itself, the name and flight it writes; an agent that misheard the
+name writes the misheard one, which the book agrees with. Only the user's words catch that.
 """
 
 from __future__ import annotations
@@ -37,6 +45,7 @@ from typing import Protocol
 KNOWLEDGE_MEASURES = ("names_known", "facts_unsaid", "contradicted")
 KNOWLEDGE_DIM = len(KNOWLEDGE_MEASURES)
 REQUEST_CHECK_MEASURE = "unrequested"
+USER_CHECK_MEASURE = "refuted"
 # How a setting names a knowledge base (dice.knowledge, benchmarks.<b>.knowledge): load_knowledge
 KNOWLEDGE_SPEC = r"^python:[\w.]+:\w+$"
 
@@ -77,9 +86,15 @@ def reads_requests(base: KnowledgeBase) -> bool:
     return callable(getattr(base, "request", None))
 
 
+def checks_against_user(base: KnowledgeBase) -> bool:
+    """Whether ``base`` searches itself with the user's words, which adds ``USER_CHECK_MEASURE``."""
+    return callable(getattr(base, "refutes", None))
+
+
 def knowledge_measures(base: KnowledgeBase) -> tuple[str, ...]:
     """The knowledge block's columns for ``base``, in order."""
-    return KNOWLEDGE_MEASURES + ((REQUEST_CHECK_MEASURE,) if reads_requests(base) else ())
+    return (KNOWLEDGE_MEASURES + ((REQUEST_CHECK_MEASURE,) if reads_requests(base) else ())
+            + ((USER_CHECK_MEASURE,) if checks_against_user(base) else ()))
 
 
 def latest_request(base: KnowledgeBase, turns, asked: str | None = None) -> str | None:

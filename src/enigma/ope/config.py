@@ -171,7 +171,9 @@ class DiceConfig(BaseModel):
     request: bool = False
     # frozen: append what the facts a reply looks up say against the user's words (whether it
     # names what the knowledge base holds, the share of those facts the user never said, whether
-    # the base contradicts it), from 'python:<module>:<factory>' (encoders/knowledge.py); null: none
+    # the base contradicts it; and, where the base reads them, whether its action answers the
+    # user's request and whether the base searched with the user's words refutes it), from
+    # 'python:<module>:<factory>' (encoders/knowledge.py knowledge_measures); null: none
     knowledge: str | None = Field(None, pattern=KNOWLEDGE_SPEC)
     device: Literal["auto", "cpu", "cuda"] = "auto"
     # CPU threads for torch in the estimate command: the per-step ops are small, and on a busy

@@ -12,14 +12,20 @@ public world that every seller queries.
 Spec: ``python:enigma.sim.knowledge:airline``. ``python:enigma.sim.knowledge:airline_requests`` is
 the same table that also reads what the customer asks for (book, change, cancel) with the parser
 every seller uses, so that a final action of another kind is flagged (``Lookup.answers``).
+``python:enigma.sim.knowledge:airline_checked`` also searches the table and the reservation book
+with the trip and name the customer's words state (``refutes``), as a seller that heard them right
+would: "no flights" is refuted where the table holds a flight on the stated route and dates that
+meets the stated preferences.
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 
 from enigma.encoders.knowledge import Lookup
 from enigma.sim import world as W
+from enigma.sim.goals import meets_preferences
 from enigma.sim.language import read_action, read_customer
 
 # flight numbers are six digits (world: 100000 plus the position in the whole timetable)
@@ -77,9 +83,76 @@ class AirlineKnowledgeAndRequests(AirlineKnowledge):
         return read_customer(user_text).intent
 
 
+@dataclass
+class StatedTrip:
+    """What the customer's turns state, read with the sellers' parser and without mishearing; a
+    later statement of a slot replaces an earlier one, as a correction does."""
+
+    name: str | None = None
+    origin: str | None = None
+    destination: str | None = None
+    month: int | None = None
+    dep_day: int | None = None
+    ret_day: int | None = None
+    prefs: dict = field(default_factory=dict)
+
+    @classmethod
+    def read(cls, user_texts: tuple[str, ...]) -> "StatedTrip":
+        trip = cls()
+        for text in user_texts:
+            facts = read_customer(text)
+            for slot in ("name", "origin", "destination"):
+                if (value := getattr(facts, slot)) is not None:
+                    setattr(trip, slot, value)
+            for date, slot in ((facts.dep, "dep_day"), (facts.ret, "ret_day")):
+                if date is not None:
+                    month, day = date
+                    trip.month = month if month is not None else trip.month
+                    setattr(trip, slot, day)
+            trip.prefs.update(dict(facts.prefs))
+        return trip
+
+    def flights(self) -> list[W.Flight] | None:
+        """The flights on the stated route and exact dates that meet the stated preferences; None
+        until the route and both dates are stated."""
+        if None in (self.origin, self.destination, self.month, self.dep_day, self.ret_day):
+            return None
+        found = W.search_flights(self.origin, self.destination, self.month, self.dep_day, self.ret_day, window=0)
+        return [f for f in found if meets_preferences(self.prefs, f)]
+
+
+class AirlineKnowledgeChecked(AirlineKnowledgeAndRequests):
+    """The table and the requests, and ``refutes(reply, user_texts)``: whether the table or the
+    reservation book, searched with the trip and name the customer stated, contradicts the reply's
+    final action. What is not yet stated refutes nothing."""
+
+    def refutes(self, reply: str, user_texts: tuple[str, ...]) -> bool:
+        action = read_action(reply)
+        if action is None or action.status == "none":
+            return False
+        trip = StatedTrip.read(user_texts)
+        if action.status in ("no_reservation", "change", "cancel") and trip.name is not None:
+            # "no reservation" where the book holds one under the stated name, or a change or a
+            # cancellation of one it does not hold
+            if (W.reservation_for(trip.name) is not None) == (action.status == "no_reservation"):
+                return True
+        if action.status not in ("no_flight", "book", "change") or (wanted := trip.flights()) is None:
+            return False
+        if action.status == "no_flight":
+            return bool(wanted)
+        # a flight off the stated route, dates or preferences; which of the right ones is the
+        # table's best is the rating's business, not a contradiction. A booking without a flight
+        # (a slipped status) is the request check's to flag.
+        return action.flight is not None and action.flight not in {f.number for f in wanted}
+
+
 def airline() -> AirlineKnowledge:
     return AirlineKnowledge()
 
 
 def airline_requests() -> AirlineKnowledgeAndRequests:
     return AirlineKnowledgeAndRequests()
+
+
+def airline_checked() -> AirlineKnowledgeChecked:
+    return AirlineKnowledgeChecked()
