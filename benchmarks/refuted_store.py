@@ -20,7 +20,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from enigma.encoders.knowledge import checks_against_user, load_knowledge
+from enigma.encoders.knowledge import checks_against_user, latest_request, load_knowledge, reads_requests, unrequested
 from enigma.sim.language import read_action
 from enigma.store.experience import ExperienceStore
 from provenance import code_version
@@ -29,7 +29,8 @@ RESULTS = Path(__file__).resolve().parent / "results"
 
 
 def _verdicts(base, store: ExperienceStore):
-    """(agent, final status, refuted, reward) per dialogue with a final action."""
+    """(agent, final status, refuted, unrequested or None, reward) per dialogue with a final action;
+    unrequested is the request check's flag where the base reads requests."""
     table = store.dialogues
     agents = table.column("agent_id").to_pylist()
     reward = table.column("rating_reward").to_pylist()
@@ -37,7 +38,8 @@ def _verdicts(base, store: ExperienceStore):
         for at, turn in enumerate(dialogue):
             if turn.role == "agent" and (action := read_action(turn.text)) is not None:
                 said = tuple(t.text for t in dialogue[:at] if t.role == "user")
-                yield agent, action.status, base.refutes(turn.text, said), r
+                asked = unrequested(base.lookup(turn.text), latest_request(base, dialogue[:at])) if reads_requests(base) else None
+                yield agent, action.status, base.refutes(turn.text, said), asked, r
                 break
 
 
@@ -58,9 +60,12 @@ def main() -> None:
         sys.exit(f"--knowledge {args.knowledge!r} does not search itself with the user's words (it has no refutes(reply, user_texts))")
     by_status: dict[tuple[str, bool], list[float]] = collections.defaultdict(list)
     by_agent: dict[tuple[str, bool], list[float]] = collections.defaultdict(list)
-    for agent, status, refuted, reward in _verdicts(base, ExperienceStore.open(args.store)):
+    by_request: dict[tuple[float, bool], list[float]] = collections.defaultdict(list)
+    for agent, status, refuted, asked, reward in _verdicts(base, ExperienceStore.open(args.store)):
         by_status[(status, refuted)].append(reward)
         by_agent[(agent, refuted)].append(reward)
+        if asked is not None:
+            by_request[(asked, refuted)].append(reward)
     command = shlex.join([".venv/bin/python", "benchmarks/refuted_store.py", *sys.argv[1:]])
     md = [f"# The check against the user's words, against a store's rewards ({args.store})", "",
           f"`{command}` (code: {code_version()})", "",
@@ -71,7 +76,13 @@ def main() -> None:
     for s in statuses:
         md.append(f"| {s} | {_cell(by_status[(s, True)])} | {_cell(by_status[(s, False)])} |")
     every = {v: [r for (_, f), rs in by_status.items() if f == v for r in rs] for v in (True, False)}
-    md += [f"| all | {_cell(every[True])} | {_cell(every[False])} |", "", "Per logging agent:", "",
+    md.append(f"| all | {_cell(every[True])} | {_cell(every[False])} |")
+    if by_request:
+        md += ["", "Beside the request check (`unrequested`: the action answers none of what the customer last asked for):", "",
+               "| request check | refuted | not refuted |", "|---|---|---|"]
+        for asked in (1.0, 0.0):
+            md.append(f"| {'flagged' if asked else 'not flagged'} | {_cell(by_request[(asked, True)])} | {_cell(by_request[(asked, False)])} |")
+    md += ["", "Per logging agent:", "",
            "| agent | refuted | not refuted |", "|---|---|---|"]
     for agent in sorted({a for a, _ in by_agent}):
         md.append(f"| {agent} | {_cell(by_agent[(agent, True)])} | {_cell(by_agent[(agent, False)])} |")
@@ -81,6 +92,7 @@ def main() -> None:
     (RESULTS / f"{args.tag}.json").write_text(json.dumps({
         "reproduce": command, "code": code_version(),
         "by_status": [{"status": s, "refuted": f, **summary(by_status[(s, f)])} for s in statuses for f in (True, False)],
+        "by_request_check": [{"unrequested": bool(u), "refuted": f, **summary(by_request[(u, f)])} for u in (1.0, 0.0) for f in (True, False)] if by_request else None,
         "by_agent": [{"agent": a, "refuted": f, **summary(by_agent[(a, f)])} for a in sorted({a for a, _ in by_agent}) for f in (True, False)],
     }, indent=1) + "\n")
     print("\n".join(md))
