@@ -14,7 +14,7 @@ from enigma.encoders.knowledge import KNOWLEDGE_DIM, Lookup, knowledge_features,
 from enigma.encoders.text_cache import EmbeddingCache
 from enigma.ope.config import DiceConfig
 from enigma.sim import world as W
-from enigma.sim.knowledge import StatedTrip, airline, airline_checked, airline_requests
+from enigma.sim.knowledge import airline, airline_checked, airline_requests, stated_trip
 from enigma.sim.language import fmt_action
 
 KB = airline()
@@ -198,7 +198,7 @@ def test_a_name_the_agent_misheard_is_caught_by_the_users_words_not_by_the_reply
 
 
 def test_a_later_statement_of_a_slot_replaces_the_earlier_one():
-    trip = StatedTrip.read((*TRIP, "sorry, i meant to dallas."))
+    trip = stated_trip((*TRIP, "sorry, i meant to dallas."))
     assert (trip.origin, trip.destination, trip.month, trip.dep_day) == ("BOS", "DFW", 9, FLIGHT.dep_day)
     assert trip.name == HOLDER
     assert airline_checked().refutes(fmt_action("book", FLIGHT.number, HOLDER), (*TRIP, "sorry, i meant to dallas."))

@@ -21,12 +21,13 @@ meets the stated preferences.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 
+from enigma.contracts import Turn
 from enigma.encoders.knowledge import Lookup
 from enigma.sim import world as W
 from enigma.sim.goals import meets_preferences
 from enigma.sim.language import read_action, read_customer
+from enigma.sim.sellers import Belief, SellerAgent, SellerKnobs
 
 # flight numbers are six digits (world: 100000 plus the position in the whole timetable)
 _NUMBER = re.compile(r"(?<![\d$.])(\d{6})(?![\d])")
@@ -83,42 +84,24 @@ class AirlineKnowledgeAndRequests(AirlineKnowledge):
         return read_customer(user_text).intent
 
 
-@dataclass
-class StatedTrip:
-    """What the customer's turns state, read with the sellers' parser and without mishearing; a
-    later statement of a slot replaces an earlier one, as a correction does."""
+# The customer's words as a seller that hears every slot right understands them: the check below
+# searches with what was said, not with what some seller heard.
+_HEARS_RIGHT = SellerAgent("hears-right", SellerKnobs())
 
-    name: str | None = None
-    origin: str | None = None
-    destination: str | None = None
-    month: int | None = None
-    dep_day: int | None = None
-    ret_day: int | None = None
-    prefs: dict = field(default_factory=dict)
 
-    @classmethod
-    def read(cls, user_texts: tuple[str, ...]) -> "StatedTrip":
-        trip = cls()
-        for text in user_texts:
-            facts = read_customer(text)
-            for slot in ("name", "origin", "destination"):
-                if (value := getattr(facts, slot)) is not None:
-                    setattr(trip, slot, value)
-            for date, slot in ((facts.dep, "dep_day"), (facts.ret, "ret_day")):
-                if date is not None:
-                    month, day = date
-                    trip.month = month if month is not None else trip.month
-                    setattr(trip, slot, day)
-            trip.prefs.update(dict(facts.prefs))
-        return trip
+def stated_trip(user_texts: tuple[str, ...]) -> Belief:
+    """What the customer's turns state; a later statement of a slot replaces an earlier one, as a
+    correction does."""
+    return _HEARS_RIGHT.understand(tuple(Turn("user", text) for text in user_texts))
 
-    def flights(self) -> list[W.Flight] | None:
-        """The flights on the stated route and exact dates that meet the stated preferences; None
-        until the route and both dates are stated."""
-        if None in (self.origin, self.destination, self.month, self.dep_day, self.ret_day):
-            return None
-        found = W.search_flights(self.origin, self.destination, self.month, self.dep_day, self.ret_day, window=0)
-        return [f for f in found if meets_preferences(self.prefs, f)]
+
+def stated_flights(trip: Belief) -> list[W.Flight] | None:
+    """The flights on the stated route and exact dates that meet the stated preferences; None until
+    the route and both dates are stated."""
+    if not (trip.route_known() and trip.dates_known()):
+        return None
+    found = W.search_flights(trip.origin, trip.destination, trip.month, trip.dep_day, trip.ret_day, window=0)
+    return [f for f in found if meets_preferences(trip.prefs, f)]
 
 
 class AirlineKnowledgeChecked(AirlineKnowledgeAndRequests):
@@ -130,13 +113,13 @@ class AirlineKnowledgeChecked(AirlineKnowledgeAndRequests):
         action = read_action(reply)
         if action is None or action.status == "none":
             return False
-        trip = StatedTrip.read(user_texts)
+        trip = stated_trip(user_texts)
         if action.status in ("no_reservation", "change", "cancel") and trip.name is not None:
             # "no reservation" where the book holds one under the stated name, or a change or a
             # cancellation of one it does not hold
             if (W.reservation_for(trip.name) is not None) == (action.status == "no_reservation"):
                 return True
-        if action.status not in ("no_flight", "book", "change") or (wanted := trip.flights()) is None:
+        if action.status not in ("no_flight", "book", "change") or (wanted := stated_flights(trip)) is None:
             return False
         if action.status == "no_flight":
             return bool(wanted)
