@@ -136,7 +136,7 @@ def test_the_nightly_enigma_reads_the_stores_knowledge_base(workspace):
     registry = Path(cfg["nightly"]["registry"])
     _registry(registry, ["newcomer_short"])
     widths = {}
-    for tag, base in (("without", None), ("with", "python:enigma.sim.knowledge:airline_requests")):
+    for tag, base in (("without", None), ("with", "python:enigma.sim.knowledge:airline_checked")):
         cfg["nightly"].update(estimators=["enigma"], knowledge=base, calibration_results=None,
                               seen=str(root / tag / "seen.json"), work_dir=str(root / tag),
                               report_dir=str(root / tag / "reports"))
@@ -144,4 +144,4 @@ def test_the_nightly_enigma_reads_the_stores_knowledge_base(workspace):
         assert nightly(workspace["params"])["evaluated"] == ["newcomer_short"]
         heads = torch.load(next((root / tag).rglob("newcomer_short.heads.pt")), weights_only=False)
         widths[tag] = heads.zeta_net[-1].in_features
-    assert widths["with"] == widths["without"] + KNOWLEDGE_DIM + 1  # the table's three, and the request check
+    assert widths["with"] == widths["without"] + KNOWLEDGE_DIM + 2  # the table's three, the request check, the search with the user's words

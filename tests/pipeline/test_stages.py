@@ -196,7 +196,7 @@ def test_a_benchmarks_knowledge_base_reaches_its_enigma_through_the_train_stage(
         "enigma-plain": {"base": "enigma", "dice": {"knowledge": None}},
     }
     b = cfg["benchmarks"]["tiny"]
-    b.update(estimators=["enigma", "enigma-plain"], knowledge="python:enigma.sim.knowledge:airline_requests")  # the shipped benchmarks' base
+    b.update(estimators=["enigma", "enigma-plain"], knowledge="python:enigma.sim.knowledge:airline_checked")  # the shipped benchmarks' base
     write_params(workspace)
     for s in ("store", "rollouts", "sample", "train"):
         _ok(stage(workspace, s, "tiny"))
@@ -205,7 +205,7 @@ def test_a_benchmarks_knowledge_base_reaches_its_enigma_through_the_train_stage(
         heads = torch.load(workspace["data"] / "results" / name / "a1.heads.pt", weights_only=False)
         return heads.zeta_net[-1].in_features
 
-    assert width("enigma") == width("enigma-plain") + KNOWLEDGE_DIM + 1  # the table's three, and the request check
+    assert width("enigma") == width("enigma-plain") + KNOWLEDGE_DIM + 2  # the table's three, the request check, the search with the user's words
     b["knowledge"] = "python:enigma.sim.knowledge:no_such_base"
     write_params(workspace)
     r = stage(workspace, "train", "tiny")
