@@ -29,8 +29,9 @@ RESULTS = Path(__file__).resolve().parent / "results"
 
 
 def _verdicts(base, store: ExperienceStore):
-    """(agent, final status, refuted, unrequested or None, reward) per dialogue with a final action;
-    unrequested is the request check's flag where the base reads requests."""
+    """(agent, (request, final status), refuted, unrequested or None, reward) per dialogue with a
+    final action; the request and unrequested, the request check's flag, where the base reads
+    requests (None otherwise)."""
     table = store.dialogues
     agents = table.column("agent_id").to_pylist()
     reward = table.column("rating_reward").to_pylist()
@@ -38,8 +39,9 @@ def _verdicts(base, store: ExperienceStore):
         for at, turn in enumerate(dialogue):
             if turn.role == "agent" and (action := read_action(turn.text)) is not None:
                 said = tuple(t.text for t in dialogue[:at] if t.role == "user")
-                asked = unrequested(base.lookup(turn.text), latest_request(base, dialogue[:at])) if reads_requests(base) else None
-                yield agent, action.status, base.refutes(turn.text, said), asked, r
+                request = latest_request(base, dialogue[:at]) if reads_requests(base) else None
+                flagged = unrequested(base.lookup(turn.text), request) if reads_requests(base) else None
+                yield agent, (request, action.status), base.refutes(turn.text, said), flagged, r
                 break
 
 
@@ -61,11 +63,14 @@ def main() -> None:
     by_status: dict[tuple[str, bool], list[float]] = collections.defaultdict(list)
     by_agent: dict[tuple[str, bool], list[float]] = collections.defaultdict(list)
     by_request: dict[tuple[float, bool], list[float]] = collections.defaultdict(list)
-    for agent, status, refuted, asked, reward in _verdicts(base, ExperienceStore.open(args.store)):
+    by_swap: dict[tuple[str, str], list[float]] = collections.defaultdict(list)  # flagged: (asked, done)
+    for agent, (request, status), refuted, asked, reward in _verdicts(base, ExperienceStore.open(args.store)):
         by_status[(status, refuted)].append(reward)
         by_agent[(agent, refuted)].append(reward)
         if asked is not None:
             by_request[(asked, refuted)].append(reward)
+        if asked:
+            by_swap[(request, status)].append(reward)
     command = shlex.join([".venv/bin/python", "benchmarks/refuted_store.py", *sys.argv[1:]])
     md = [f"# The check against the user's words, against a store's rewards ({args.store})", "",
           f"`{command}` (code: {code_version()})", "",
@@ -82,6 +87,9 @@ def main() -> None:
                "| request check | refuted | not refuted |", "|---|---|---|"]
         for asked in (1.0, 0.0):
             md.append(f"| {'flagged' if asked else 'not flagged'} | {_cell(by_request[(asked, True)])} | {_cell(by_request[(asked, False)])} |")
+        md += ["", "The flagged actions by what the customer last asked for and what the action did:", "",
+               "| asked for | did | dialogues |", "|---|---|---|"]
+        md += [f"| {a} | {d} | {_cell(by_swap[(a, d)])} |" for a, d in sorted(by_swap)]
     md += ["", "Per logging agent:", "",
            "| agent | refuted | not refuted |", "|---|---|---|"]
     for agent in sorted({a for a, _ in by_agent}):
@@ -93,6 +101,7 @@ def main() -> None:
         "reproduce": command, "code": code_version(),
         "by_status": [{"status": s, "refuted": f, **summary(by_status[(s, f)])} for s in statuses for f in (True, False)],
         "by_request_check": [{"unrequested": bool(u), "refuted": f, **summary(by_request[(u, f)])} for u in (1.0, 0.0) for f in (True, False)] if by_request else None,
+        "by_swap": [{"asked": a, "did": d, **summary(by_swap[(a, d)])} for a, d in sorted(by_swap)],
         "by_agent": [{"agent": a, "refuted": f, **summary(by_agent[(a, f)])} for a in sorted({a for a, _ in by_agent}) for f in (True, False)],
     }, indent=1) + "\n")
     print("\n".join(md))
