@@ -195,7 +195,8 @@ class FrozenPairEncoder(PairEncoder):
                     user_said.extend(history, role="user")
                     if self.reads_requests:
                         asked, heard = latest_request(self.knowledge, history[heard:], asked), len(history)
-                    user_texts = tuple(turn.text for turn in history if turn.role == "user")
+                    if self.checks_against_user:
+                        user_texts = tuple(turn.text for turn in history if turn.role == "user")
                     for s, reply in enumerate((d.turns[t].text, *d.target_replies[k])):
                         if reply not in looked_up:
                             looked_up[reply] = self.knowledge.lookup(reply)

@@ -51,6 +51,13 @@ def _flight_facts(f: W.Flight) -> tuple[tuple[str, ...], ...]:
     )
 
 
+def _book_contradicts(status: str, name: str) -> bool:
+    """Whether the reservation book, looked up under ``name``, contradicts a final ``status``: a
+    change or a cancellation of a reservation it does not hold, or "no reservation" where it holds one."""
+    held = W.reservation_for(name) is not None
+    return (status in _STATUSES_ON_A_RESERVATION and not held) or (status == "no_reservation" and held)
+
+
 class AirlineKnowledge:
     """``lookup(reply)``: the flights a reply names (any six-digit number the timetable holds)
     and, for its final action, whether the reservation book agrees with it."""
@@ -68,12 +75,8 @@ class AirlineKnowledge:
         action = read_action(reply)
         answers = _ANSWERS[action.status] if action is not None else ()
         if action is not None and action.name.strip():
-            held = W.reservation_for(action.name) is not None
             found += 1
-            if action.status in _STATUSES_ON_A_RESERVATION and not held:
-                contradicted += 1  # changed or cancelled a reservation the book does not hold
-            elif action.status == "no_reservation" and held:
-                contradicted += 1  # said there is none where the book holds one
+            contradicted += _book_contradicts(action.status, action.name)
         return Lookup(tuple(facts), found, contradicted, answers)
 
 
@@ -114,11 +117,9 @@ class AirlineKnowledgeChecked(AirlineKnowledgeAndRequests):
         if action is None or action.status == "none":
             return False
         trip = stated_trip(user_texts)
-        if action.status in ("no_reservation", "change", "cancel") and trip.name is not None:
-            # "no reservation" where the book holds one under the stated name, or a change or a
-            # cancellation of one it does not hold
-            if (W.reservation_for(trip.name) is not None) == (action.status == "no_reservation"):
-                return True
+        # the book's check of the action's own name (lookup), under the name the customer gave
+        if trip.name is not None and _book_contradicts(action.status, trip.name):
+            return True
         if action.status not in ("no_flight", "book", "change") or (wanted := stated_flights(trip)) is None:
             return False
         if action.status == "no_flight":
