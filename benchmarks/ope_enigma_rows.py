@@ -81,6 +81,7 @@ def main() -> None:
 
     import pandas as pd
 
+    from enigma.agents import APPROXIMATION_LABEL
     from enigma.evaluation.correlation import paired_difference, score_estimator
     from enigma.evaluation.results import read_results
     from enigma.evaluation.summary import summary_estimates
@@ -206,9 +207,14 @@ def main() -> None:
         )
     notes = {t: params.benchmark(t).config.note for t in sorted(set(targets_of.values()))}
     for name, path in params_of.items():
-        sample = loaded[path].sample
-        notes[source[name]] = (f"{(notes[targets_of[name]] or 'the agents themselves').rstrip('.')}; "
-                                                 f"sample.n_samples {sample.n_samples}, transcripts top_k {sample.agents.transcripts.top_k}")
+        # the row's own params file says where its target actions came from, not the benchmark's
+        ob, sample = loaded[path].benchmark(targets_of[name]).config, loaded[path].sample
+        t = sample.agents.transcripts
+        kind = ob.agent_spec.partition(":")[0]
+        what = ob.note or APPROXIMATION_LABEL.get(kind, "the agents themselves")
+        notes[source[name]] = (f"{what.rstrip('.')}; agent spec `{ob.agent_spec}`; "
+                               f"sample.n_samples {sample.n_samples}; transcripts context_turns {t.context_turns}, "
+                               f"top_k {t.top_k}, both_sides {t.both_sides}")
     lines += ["", "Target actions (each benchmark's note):", ""] + [f"- {t}: {n or 'the agents themselves'}" for t, n in notes.items()]
     for title, listed in ((f"Paired differences against `{ref}` (mean over ratings):", against_ref),
                           ("Other pairs (mean over ratings):", pairs)):
