@@ -35,6 +35,10 @@ def test_paths_follow_from_the_name():
     ({"rollouts": {}}, "exactly one of 'learned_customer' or 'ingest'"),
     ({"full_estimators": ["experience-mean"]}, r"in both 'estimators' and 'full_estimators'"),
     ({"knowledge": "enigma.sim.knowledge:airline"}, "knowledge"),
+    ({"knowledge": "python:enigma.sim.knowledge:airline", "agent_spec": "transcripts:{store}?agent={agent}"},
+     "retrieval stand-in.*set knowledge: null"),
+    ({"knowledge": "python:enigma.sim.knowledge:airline", "agent_spec": "transcripts-onsupport:{store}?agent={agent}&store={store}"},
+     "retrieval stand-in"),
     ({"source": {"path": "src/enigma/sim", "simulate": {}}, "rollouts": {"ingest": "see2019-selfplay"}}, "the source must be ingest too"),
 ])
 def test_a_bad_entry_is_one_error_that_names_the_section(change, says):
