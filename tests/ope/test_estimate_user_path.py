@@ -296,6 +296,20 @@ def test_a_knowledge_base_that_cannot_be_loaded_is_one_clear_line_and_exit_2(tmp
     assert "dice.knowledge 'python:enigma.sim.knowledge:no_such_base'" in r.output and "no_such_base" in r.output
 
 
+def test_a_knowledge_base_with_a_retrieval_stand_in_is_refused_before_any_work(tmp_path):
+    import yaml
+
+    store = T.write_tiny_store(tmp_path / "store", n_dialogues=4)
+    params = yaml.safe_load(PARAMS.read_text())
+    params["estimators"]["enigma"]["dice"].update(knowledge="python:enigma.sim.knowledge:airline_checked", interval_resamples=0)
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+    r = enigma("estimate", "--experience", store, "--target", f"t=transcripts:{store}", "--out", tmp_path / "out",
+               "--params", tmp_path / "params.yaml", "--cache-dir", tmp_path / "cache", "-q")
+    assert r.exit_code == 2, r.output
+    assert "retrieval stand-in" in r.output and "--target t=transcripts:" in r.output
+    assert not (tmp_path / "out").exists()
+
+
 def test_a_run_that_did_not_converge_is_flagged_and_exits_3(tmp_path):
     # six dialogues of one agent, a target it never resembles: the solver stops short
     store = T.write_tiny_store(tmp_path / "store", n_dialogues=6, agents=("a1",))
