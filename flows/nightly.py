@@ -27,7 +27,9 @@ from prefect import flow, get_run_logger
 from prefect.futures import as_completed
 from prefect.states import Failed
 
+from enigma.agents import is_retrieval_stand_in
 from enigma.agents.registry import RegisteredAgent, SeenAgents, read_registry
+from enigma.encoders.knowledge import STAND_IN_REFUSAL
 from enigma.params import DEFAULT_PARAMS, Params
 from enigma.pipeline.config import NightlyConfig
 from flows.runners import make_task_runner
@@ -100,17 +102,22 @@ def _score_each(
 ) -> tuple[dict[tuple[str, str], dict], dict[str, dict[str, str]]]:
     """Sample each new agent's replies and score them with every estimator, each agent on its
     own: returns the scores by (agent, estimator) and, for every agent, its failed steps
-    (``sampling`` or an estimator) with the reason; a failure stops only that agent."""
+    (``knowledge``: a retrieval stand-in the store's base may not judge; ``sampling``; or an
+    estimator) with the reason; a failure stops only that agent."""
     store, store_digest = str(cfg.store), digest(cfg.store)
     targets_dir = Path(cfg.work_dir) / "targets"
     # Agents may be remote and flaky: the pipeline's retries, as in the evaluate flow.
     sampler = sample_spec.with_options(retries=params.pipeline.retries, retry_delay_seconds=params.pipeline.retry_delay_seconds)
+    errors: dict[str, dict[str, str]] = {a.name: {} for a in new}
+    if cfg.knowledge is not None:
+        for a in new:
+            if is_retrieval_stand_in(a.spec):
+                errors[a.name]["knowledge"] = f"nightly.knowledge {cfg.knowledge!r} with agent spec {a.spec!r}: {STAND_IN_REFUSAL}"
     by_run = {
         sampler.submit(store, store_digest, a.spec, str(targets_dir / f"{a.name}-{a.fingerprint}.parquet"), params,
                        exclude_agents=(a.name,)): a
-        for a in new
+        for a in new if not errors[a.name]
     }
-    errors: dict[str, dict[str, str]] = {a.name: {} for a in new}
     # A task whose input future failed never runs (Prefect leaves it pending): an agent's
     # scoring is submitted once its sampling has succeeded.
     score_futures = {}

@@ -118,6 +118,32 @@ def test_one_dead_agent_fails_alone_and_is_retried_the_next_night(workspace, cap
     assert nightly(workspace["params"]) == {"evaluated": [], "report": None}
 
 
+# slow: a whole Prefect flow run
+@pytest.mark.slow
+def test_a_retrieval_stand_in_under_the_stores_knowledge_base_fails_alone_with_the_reason(workspace):
+    """A stand-in's replies were said in other conversations: the store's knowledge base would judge
+    them against customers they never answered, so that agent fails (not sampled, not scored) and
+    the others are scored as usual."""
+    from flows.nightly import AgentsFailed
+    from tests.pipeline.conftest import write_params
+
+    cfg = workspace["cfg"]
+    cfg["nightly"]["knowledge"] = "python:enigma.sim.knowledge:airline_checked"
+    write_params(workspace)
+    registry = Path(cfg["nightly"]["registry"])
+    registry.write_text("agents:\n  newcomer_short: python:tests.pipeline.pipeline_agents:newcomer_short\n"
+                        f"  retrieved: transcripts:{cfg['nightly']['store']}?agent=a1\n")
+
+    state = nightly(workspace["params"], return_state=True)
+    assert state.is_failed() and state.message.startswith("1 of 2 new agent(s) failed: retrieved (knowledge: ")
+    out = state.result(raise_on_failure=False)
+    assert isinstance(out, AgentsFailed)
+    assert out.result["evaluated"] == ["newcomer_short"]
+    reason = out.result["failed"]["retrieved"]["knowledge"]
+    assert "retrieval stand-in's replies come from other conversations" in reason and "agent=a1" in reason
+    assert not list(Path(cfg["nightly"]["work_dir"]).glob("targets/retrieved-*"))  # never sampled
+
+
 # slow: two whole Prefect flow runs with ENIGMA on frozen sentence vectors
 @pytest.mark.slow
 def test_the_nightly_enigma_reads_the_stores_knowledge_base(workspace):

@@ -22,6 +22,7 @@ __all__ = [
     "AgentSpecError",
     "KINDS",
     "fingerprint",
+    "is_retrieval_stand_in",
     "load_agent",
     "parse_spec",
     "state_hash",
@@ -32,6 +33,12 @@ APPROXIMATION_LABEL = {
     "transcripts": "approximation: retrieval stand-in built from the agent's own transcripts",
     "transcripts-onsupport": "approximation: retrieval stand-in snapped to the nearest logged reply",
 }
+
+
+def is_retrieval_stand_in(spec: str) -> bool:
+    """Whether the spec's agent answers with replies retrieved from other conversations (its
+    kind is one of ``APPROXIMATION_LABEL``'s), read off the kind alone so that it never raises."""
+    return spec.partition(":")[0] in APPROXIMATION_LABEL
 
 
 def load_agent(spec: str, settings: AgentSettings | None = None) -> Agent:

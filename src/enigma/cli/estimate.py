@@ -95,15 +95,13 @@ def run_estimate(
         p = p.model_copy(update={"estimators": {**p.estimators, "enigma": entry.model_copy(update={"dice": {**entry.dice, **overrides}})}})
     cfg = dice_config("enigma", p)
     if cfg.knowledge is not None:
-        from enigma.agents import APPROXIMATION_LABEL
+        from enigma.agents import is_retrieval_stand_in
+        from enigma.encoders.knowledge import STAND_IN_REFUSAL
 
-        stand_ins = sorted(n for n, spec in targets.items() if spec.partition(":")[0] in APPROXIMATION_LABEL)
+        stand_ins = sorted(n for n, spec in targets.items() if is_retrieval_stand_in(spec))
         if stand_ins:
-            # its replies were said in other conversations: the base would judge them against
-            # customers they never answered (benchmarks/results/standin_cost_airline.md)
             raise ParamsError(f"{params}: dice.knowledge {cfg.knowledge!r} with --target {stand_ins[0]}={targets[stand_ins[0]]}: "
-                              "a retrieval stand-in's replies come from other conversations, so a knowledge base would "
-                              "judge them against dialogues they were not said in; set dice.knowledge to null")
+                              f"{STAND_IN_REFUSAL}; set dice.knowledge to null")
     if cfg.torch_threads:
         import torch
 

@@ -48,6 +48,10 @@ REQUEST_CHECK_MEASURE = "unrequested"
 USER_CHECK_MEASURE = "refuted"
 # How a setting names a knowledge base (dice.knowledge, benchmarks.<b>.knowledge): load_knowledge
 KNOWLEDGE_SPEC = r"^python:[\w.]+:\w+$"
+# Why no base may judge a retrieval stand-in's replies (enigma.agents.is_retrieval_stand_in), in
+# every place that refuses the pair (benchmarks/results/standin_cost_airline.md)
+STAND_IN_REFUSAL = ("a retrieval stand-in's replies come from other conversations, so a knowledge base would judge "
+                    "them against dialogues they were not said in (on airline it cost ENIGMA 0.126 of mean Pearson)")
 
 
 @dataclass(frozen=True)

@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from enigma.agents import APPROXIMATION_LABEL  # the retrieval stand-ins' kinds
-from enigma.encoders.knowledge import KNOWLEDGE_SPEC
+from enigma.agents import is_retrieval_stand_in
+from enigma.encoders.knowledge import KNOWLEDGE_SPEC, STAND_IN_REFUSAL
 from enigma.rollouts.learned_customer import LearnedCustomerConfig
 
 if TYPE_CHECKING:
@@ -99,13 +99,8 @@ class BenchmarkConfig(BaseModel):
             raise ValueError(f"estimators {both} are in both 'estimators' and 'full_estimators'")
         if self.rollouts is not None and self.rollouts.ingest and self.source.ingest is None:
             raise ValueError("rollouts: ingest reads the source's folder, so the source must be ingest too")
-        if self.knowledge is not None and self.agent_spec.partition(":")[0] in APPROXIMATION_LABEL:
-            # a retrieved reply was said in another conversation: the base would check its names,
-            # flights and kind of action against a customer it never spoke to, and score the
-            # retrieval's mismatch, not the agent (benchmarks/results/standin_cost_airline.md)
-            raise ValueError(f"knowledge {self.knowledge!r} with agent_spec {self.agent_spec!r}: a retrieval stand-in's "
-                             "replies come from other conversations, so a knowledge base would judge them against "
-                             "dialogues they were not said in (on airline it cost ENIGMA 0.126 of mean Pearson); "
+        if self.knowledge is not None and is_retrieval_stand_in(self.agent_spec):
+            raise ValueError(f"knowledge {self.knowledge!r} with agent_spec {self.agent_spec!r}: {STAND_IN_REFUSAL}; "
                              "set knowledge: null")
         return self
 
