@@ -36,6 +36,9 @@ def main() -> None:
                     help="sample.agents.transcripts settings over params.yaml's (e.g. both_sides false: the "
                          "rollouts' other side is a customer, not the agent)")
     ap.add_argument("--n-samples", type=int, default=None, help="sample.n_samples (draws per logged state); default: params.yaml's")
+    ap.add_argument("--estimators", default=None, metavar="A,B",
+                    help="the benchmark's estimators in the written file, for `enigma stage train <benchmark> --params` "
+                         "it (e.g. the comparators that read the replies); default: params.yaml's")
     ap.add_argument("--params", type=Path, default=REPO / "params.yaml")
     args = ap.parse_args()
 
@@ -55,6 +58,8 @@ def main() -> None:
     # a stand-in's replies were said in other conversations: no knowledge base may judge them
     # (enigma.pipeline.config refuses both); a row that studies one names it in its dice settings
     data["benchmarks"][args.benchmark]["knowledge"] = None
+    if args.estimators:
+        data["benchmarks"][args.benchmark]["estimators"] = [e.strip() for e in args.estimators.split(",") if e.strip()]
     transcripts = data["sample"]["agents"]["transcripts"]
     transcripts.update(json.loads(args.transcripts))
     if args.n_samples is not None:
