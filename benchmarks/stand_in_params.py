@@ -6,8 +6,7 @@ On airline the sellers can run, so their own replies give the upper bound, and a
 from their transcripts shows what the stand-in costs, which on See 2019 cannot be measured (the
 bots cannot run there). Writes ``<work>/params.yaml`` (params.yaml with ``pipeline.data_dir``
 ``<work>``, the benchmark's ``agent_spec``, ``sample.agents.transcripts`` and ``sample.n_samples`` changed, its
-``knowledge`` null), then runs
-``enigma stage sample`` on it:
+``knowledge`` null), then samples its target actions as ``enigma stage sample`` does:
 
     .venv/bin/python benchmarks/stand_in_params.py airline data/work/standin_rollouts \\
         --agent-spec 'transcripts:{rollouts}?agent={agent}' --transcripts '{"both_sides": false}'
@@ -18,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -42,24 +40,29 @@ def main() -> None:
     ap.add_argument("--params", type=Path, default=REPO / "params.yaml")
     args = ap.parse_args()
 
+    from enigma.params import Params
+    from enigma.pipeline.sample import sample
+
     data = yaml.safe_load(args.params.read_text())
     if args.benchmark not in data["benchmarks"]:
         sys.exit(f"{args.params}: no benchmark {args.benchmark!r}")
-    source = REPO / data["pipeline"]["data_dir"] / args.benchmark
+    source = Params.load(args.params).benchmark(args.benchmark)
     target = args.work / args.benchmark
-    for part in ("store", "rollouts", "truth.parquet"):
-        if not (source / part).exists():
-            sys.exit(f"{source / part} is missing: run `dvc repro rollouts@{args.benchmark}` first")
-        if not (target / part).exists():
+    for part in (source.store, source.rollouts, source.truth):
+        if part is None or not part.exists():
+            sys.exit(f"{args.benchmark}: its store, rollouts and truth are needed ({part} is missing: "
+                     f"run `dvc repro rollouts@{args.benchmark}` first)")
+        if not (target / part.name).exists():
             target.mkdir(parents=True, exist_ok=True)
-            (shutil.copytree if (source / part).is_dir() else shutil.copy2)(source / part, target / part)
+            (shutil.copytree if part.is_dir() else shutil.copy2)(part, target / part.name)
+    entry = data["benchmarks"][args.benchmark]
     data["pipeline"]["data_dir"] = str(args.work)
-    data["benchmarks"][args.benchmark]["agent_spec"] = args.agent_spec
+    entry["agent_spec"] = args.agent_spec
     # a stand-in's replies were said in other conversations: no knowledge base may judge them
     # (enigma.pipeline.config refuses both); a row that studies one names it in its dice settings
-    data["benchmarks"][args.benchmark]["knowledge"] = None
+    entry["knowledge"] = None
     if args.estimators:
-        data["benchmarks"][args.benchmark]["estimators"] = [e.strip() for e in args.estimators.split(",") if e.strip()]
+        entry["estimators"] = [e.strip() for e in args.estimators.split(",") if e.strip()]
     transcripts = data["sample"]["agents"]["transcripts"]
     transcripts.update(json.loads(args.transcripts))
     if args.n_samples is not None:
@@ -67,9 +70,8 @@ def main() -> None:
     path = args.work / "params.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     print(f"{path}: agent_spec {args.agent_spec!r}, n_samples {data['sample']['n_samples']}, transcripts {transcripts}", flush=True)
-    subprocess.run([str(REPO / ".venv" / "bin" / "enigma"), "stage", "sample", args.benchmark, "--params", str(path)],
-                   cwd=REPO, check=True)
-
+    params = Params.load(path)
+    print(sample(params.benchmark(args.benchmark), params, progress=True), flush=True)
 
 if __name__ == "__main__":
     main()
