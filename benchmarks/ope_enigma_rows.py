@@ -214,7 +214,7 @@ def main() -> None:
         what = ob.note or APPROXIMATION_LABEL.get(kind, "the agents themselves")
         notes[source[name]] = (f"{what.rstrip('.')}; agent spec `{ob.agent_spec}`; "
                                f"sample.n_samples {sample.n_samples}; transcripts context_turns {t.context_turns}, "
-                               f"top_k {t.top_k}, both_sides {t.both_sides}")
+                               f"top_k {t.top_k}, both_sides {t.both_sides}" + (", sources True" if t.sources else ""))
     lines += ["", "Target actions (each benchmark's note):", ""] + [f"- {t}: {n or 'the agents themselves'}" for t, n in notes.items()]
     for title, listed in ((f"Paired differences against `{ref}` (mean over ratings):", against_ref),
                           ("Other pairs (mean over ratings):", pairs)):

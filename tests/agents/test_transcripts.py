@@ -240,3 +240,101 @@ def test_bad_transcript_specs(see_stores, settings, tmp_path):
     (broken / "dialogues.parquet").write_text("not parquet")
     with pytest.raises(AgentSpecError, match=r"broken/dialogues.parquet: not a readable Parquet file"):
         load_agent(f"transcripts:{broken}?agent={AGENT}", settings)
+
+
+def test_sources_are_the_conversations_the_replies_were_said_in_and_change_no_reply(see_stores, settings, tmp_path):
+    """``transcripts.sources``: through the sampler, the same replies as without it (same seed,
+    same draws), each with the turns of its own self-play chat before it; off, the table and the
+    agent's fingerprint are what they were (no column, no settings key)."""
+    from enigma.agents import fingerprint
+
+    selfplay, human = see_stores
+    spec = f"transcripts:{selfplay}?agent={AGENT}"
+    sourced = AgentSettings(transcripts=settings.transcripts.model_copy(update={"sources": True}))
+    plain = sample_targets(ExperienceStore.open(human), spec, cache_dir=tmp_path / "a", settings=settings, progress=False)
+    table = sample_targets(ExperienceStore.open(human), spec, cache_dir=tmp_path / "b", settings=sourced, progress=False)
+    assert "source_context" not in plain.column_names
+    assert table.column("text").to_pylist() == plain.column("text").to_pylist()
+    said_after = {}
+    for h in ExperienceStore.open(selfplay).filter_agents(keep={AGENT}).histories().values():
+        for t in range(len(h)):
+            said_after.setdefault(h[t].text, set()).add("\n".join(x.text for x in h[:t]))
+    pairs = list(zip(table.column("text").to_pylist(), table.column("source_context").to_pylist()))
+    assert pairs and all(source in said_after[text] for text, source in pairs)
+    assert any(source for _, source in pairs) and "" in {s for _, s in pairs}  # openings have no context
+    agent, agent_sourced = load_agent(spec, settings), load_agent(spec, sourced)
+    assert "sources" not in agent.fingerprint_parts()["settings"]
+    assert fingerprint(spec, agent) != fingerprint(spec, agent_sourced)
+    # on-support: the snapped reply's source is the logged chat it was said in
+    on_support = f"transcripts-onsupport:{selfplay}?agent={AGENT}&store={human}"
+    snapped = sample_targets(ExperienceStore.open(human), on_support, cache_dir=tmp_path / "c", settings=sourced, progress=False)
+    logged_after = {}
+    for h in ExperienceStore.open(human).histories().values():
+        for t in range(len(h)):
+            if h[t].role == "agent":
+                logged_after.setdefault(h[t].text, set()).add("\n".join(x.text for x in h[:t]))
+    pairs = list(zip(snapped.column("text").to_pylist(), snapped.column("source_context").to_pylist()))
+    assert pairs and all(source in logged_after[text] for text, source in pairs)
+    plain_snapped = sample_targets(ExperienceStore.open(human), on_support, cache_dir=tmp_path / "d", settings=settings, progress=False)
+    assert snapped.column("text").to_pylist() == plain_snapped.column("text").to_pylist()
+    assert "source_context" not in plain_snapped.column_names
+
+
+def _booking_store(path: Path) -> Path:
+    """Two agents' rated chats that name people, cities and dates: 'polite' books Paris and Oslo
+    for its customers, 'blunt' Rome and Lima for its own."""
+    import pyarrow as pa
+
+    from enigma.store import schema as S
+
+    chats = []
+    for i, (agent, who, city, day) in enumerate([("polite", "Ann Lee", "Paris", "9th"), ("polite", "Tom Hart", "Oslo", "12th"),
+                                                ("polite", "Eve Moss", "Paris", "3rd"), ("blunt", "Sam Ray", "Rome", "5th"),
+                                                ("blunt", "Joe Kim", "Lima", "20th"), ("blunt", "Liz Ng", "Rome", "7th"),
+                                                ("blunt", "Max Orr", "Lima", "1st"), ("blunt", "Amy Fox", "Rome", "14th")]):
+        chats.append((f"{agent}-{i}", agent, float(i % 3) / 2, [
+            ("user", f"hi, I am {who} and I need a flight"), ("agent", f"Sure {who.split()[0]}, where to?"),
+            ("user", f"to {city} on the {day}"), ("agent", f"Booked {city} on the {day} for {who}, flight {1000 + i}.")]))
+    d = {"dialog_id": [], "agent_id": [], "source": [], "n_turns": [], "rating_q": [], "raw_q": [], "meta": []}
+    t = {"dialog_id": [], "turn_index": [], "role": [], "text": []}
+    for did, agent, rating, turns in chats:
+        for k, v in (("dialog_id", did), ("agent_id", agent), ("source", "test"), ("n_turns", len(turns)),
+                     ("rating_q", rating), ("raw_q", rating), ("meta", "{}")):
+            d[k].append(v)
+        for j, (role, text) in enumerate(turns):
+            t["dialog_id"].append(did)
+            t["turn_index"].append(j)
+            t["role"].append(role)
+            t["text"].append(text)
+    return ExperienceStore(pa.table(d, schema=S.dialogues_schema(["q"])), pa.table(t, schema=S.TURNS_SCHEMA)).write(path)
+
+
+def test_sources_set_in_the_params_file_reach_the_estimate_through_the_cli(settings, tmp_path):
+    """The user's path: ``sample.agents.transcripts.sources`` in the params file, ``enigma estimate
+    --target`` with a stand-in spec. The retrieved replies name the stand-in's own customers and
+    cities; with their sources the grounding block reads them against those chats, so the estimate
+    moves (with the block blind to the sources, the two estimates are the same)."""
+    import json
+
+    import yaml
+    from typer.testing import CliRunner
+
+    from enigma.cli import app
+
+    store = _booking_store(tmp_path / "store")
+    params = yaml.safe_load((Path(__file__).resolve().parents[2] / "params.yaml").read_text())
+    params["sample"]["agents"]["transcripts"]["embed_cache_dir"] = settings.transcripts.embed_cache_dir
+    params["estimators"]["enigma"]["dice"].update(interval_resamples=0, project_dim=4)  # a store of 8 chats
+
+    def estimate(name: str, sources: bool) -> float:
+        params["sample"]["agents"]["transcripts"]["sources"] = sources
+        (tmp_path / f"{name}.yaml").write_text(yaml.safe_dump(params))
+        # regime (c): 'polite' stood in for by its own chats, estimated from 'blunt's
+        r = CliRunner().invoke(app, ["estimate", "--experience", str(store), "--target", f"polite=transcripts:{store}?agent=polite",
+                                     "--out", str(tmp_path / name), "--params", str(tmp_path / f"{name}.yaml"),
+                                     "--cache-dir", str(tmp_path / "cache" / name), "-q"])
+        assert r.exit_code in (0, 3), r.output  # 3: flagged (a handful of dialogues), still estimated
+        return json.loads((tmp_path / name / "estimates.json").read_text())
+
+    on, off = estimate("on", True), estimate("off", False)
+    assert on != off

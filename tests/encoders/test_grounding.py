@@ -117,3 +117,16 @@ def test_the_fitted_q_reads_whether_the_reply_names_someone_new(tiny_model_dir, 
         est = ope.EnigmaEstimator(cfg, encoder=encoder, progress=False)
         values[grounding] = est.estimate(store, HeldOutAgent("t", target_actions=targets)).estimates["q"]
     assert values[True] > 0.93 and values[False] < 0.88 and values[True] - values[False] > 0.1, values
+
+
+def test_a_retrieved_reply_is_read_against_the_conversation_it_was_said_in(cache):
+    """A retrieval stand-in's reply names the people of the chat it came from. With its source
+    recorded (``transcripts.sources``), the block reads it there, not against the logged chat
+    whose state retrieved it; a reply with no source (None) is read as before."""
+    source = "hi, i'm eric hall, flying austin to reno.\nWhich dates?\nthe 9th please"
+    d = DialogueActions(D.dialog_id, D.turns, D.agent_turns, D.target_replies, ((source,), (None,)))
+    enc = FrozenPairEncoder(cache, grounding=True)
+    with_source, without = enc.prepare([d], max_agent_turns=2).grounding, enc.prepare([D], max_agent_turns=2).grounding
+    assert without[0, 1].tolist() == [0.5, 0.0, 1.0, 0.0]  # 'Hall' is not in the logged chat
+    assert with_source[0, 1].tolist() == [0.0, 0.0, 1.0, 0.0]  # its own chat had said "eric hall"
+    assert torch.equal(with_source[1], without[1]) and torch.equal(with_source[:, 0], without[:, 0])

@@ -19,6 +19,13 @@ Openings: a state with no context (the agent speaks first) is answered with one 
 own logged openings (turn 0 of its transcripts), drawn uniformly with the call's seed, so the
 openings keep the agent's own opening distribution.
 
+Sources: with ``sources`` set, a stand-in also says where each reply came from
+(``respond_with_sources``): the turns of its own transcript before it, or for the on-support
+variant, the turns of the logged conversation its snapped reply was said in. A retrieved reply names the people,
+places and numbers of the conversation it was said in; read against the logged conversation
+whose state retrieved it, every such name looks unsaid (the grounding block of
+``enigma.encoders.frozen``), so the sampler keeps the source beside the reply.
+
 Ties: several contexts are often identical ("hi how are you"); samples are drawn uniformly
 among all contexts at least as similar as the k-th nearest, so ties do not favour whichever
 transcript came first.
@@ -114,7 +121,7 @@ class TranscriptAgent:
         # a rated store holds conversations with people: the other side's turns are theirs
         self.both_sides = self.settings.both_sides and not rated
         k = self.settings.context_turns
-        contexts, replies, openings = [], [], []
+        contexts, replies, sources, openings = [], [], [], []
         for turns in store.histories().values():
             for t, turn in enumerate(turns):
                 if not (self.both_sides or turn.role == "agent") or not turn.text.strip():
@@ -124,9 +131,12 @@ class TranscriptAgent:
                 else:
                     contexts.append(context_text(turns[:t], k))
                     replies.append(turn.text)
+                    if self.settings.sources:
+                        sources.append("\n".join(x.text for x in turns[:t]))
         if not replies:
             raise AgentSpecError(f"transcripts {self.path}: agent {agent_id!r} has no replies to retrieve from")
         self.replies = replies
+        self.sources = sources  # parallel to replies when ``sources`` is set, else empty
         self.openings = openings
         self.embedder = embedder if embedder is not None else _make_embedder(self.settings)
         self.context_vectors = np.asarray(self.embedder.embed(contexts), dtype=np.float32)
@@ -145,22 +155,41 @@ class TranscriptAgent:
         if texts:
             self.embedder.embed(texts)
 
+    @property
+    def records_sources(self) -> bool:
+        return self.settings.sources
+
     def respond(self, history: History, n: int = 1, seed: int | None = None) -> list[str]:
+        return [reply for reply, _ in self._respond(history, n, seed)]
+
+    def respond_with_sources(self, history: History, n: int = 1, seed: int | None = None) -> list[tuple[str, str]]:
+        """The same replies as ``respond`` (same seed, same draws), each with the turns of its own
+        transcript before it, joined by newlines ("" for an opening)."""
+        if not self.settings.sources:
+            raise AgentSpecError(f"transcripts {self.path}: sources were not recorded (set transcripts.sources)")
+        return self._respond(history, n, seed)
+
+    def _respond(self, history: History, n: int, seed: int | None) -> list[tuple[str, str | None]]:
         rng = random.Random(seed)
+        source = (lambda i: self.sources[i]) if self.settings.sources else (lambda i: None)
         if not history:
             if not self.openings:
                 # the agent never opened a transcript: fall back to its replies to the shortest contexts
-                return [rng.choice(self.replies) for _ in range(n)]
-            return [rng.choice(self.openings) for _ in range(n)]
+                picks = [rng.choice(range(len(self.replies))) for _ in range(n)]
+                return [(self.replies[i], source(i)) for i in picks]
+            return [(rng.choice(self.openings), "" if self.settings.sources else None) for _ in range(n)]
         q = np.asarray(self.embedder.embed([context_text(list(history), self.settings.context_turns)]), dtype=np.float32)[0]
         sims = self.context_vectors @ q
-        return [self.replies[i] for i in self._draw(sims, self.settings.top_k, n, rng)]
+        return [(self.replies[i], source(i)) for i in self._draw(sims, self.settings.top_k, n, rng)]
 
     def fingerprint_parts(self) -> dict[str, Any]:
+        # ``sources`` joins the settings only when set: without it the replies and the agent's
+        # fingerprint are what they were before the setting existed
+        exclude = {"embed_cache_dir"} | (set() if self.settings.sources else {"sources"})
         return {
             "transcripts": _store_files(self.path),
             "agent_id": self.agent_id,
-            "settings": self.settings.model_dump(exclude={"embed_cache_dir"}),
+            "settings": self.settings.model_dump(exclude=exclude),
         }
 
     def __repr__(self) -> str:
@@ -188,7 +217,8 @@ class OnSupportTranscriptAgent:
         self.embedder = embedder
         self.store_path = Path(store_path)
         store, _ = _open_store(self.store_path, f"on-support store {self.store_path}")
-        turns = store.without_agent(self.direct.agent_id).turns
+        others = store.without_agent(self.direct.agent_id)
+        turns = others.turns
         texts = [
             text
             for role, text in zip(turns.column("role").to_pylist(), turns.column("text").to_pylist())
@@ -200,6 +230,14 @@ class OnSupportTranscriptAgent:
                                  f"(besides {self.direct.agent_id!r}'s own)")
         self.logged_vectors = np.asarray(embedder.embed(self.logged), dtype=np.float32)
         self._snaps: dict[str, list[int]] = {}
+        # a snapped reply was said in the logs: its source is the logged conversation it was said
+        # in (the first, where several agents said the same words)
+        self.logged_sources: dict[str, str] = {}
+        if self.settings.sources:
+            for h in others.histories().values():
+                for t, turn in enumerate(h):
+                    if turn.role == "agent" and turn.text.strip():
+                        self.logged_sources.setdefault(turn.text, "\n".join(x.text for x in h[:t]))
 
     def prepare(self, histories: Sequence[History]) -> None:
         self.direct.prepare(histories)
@@ -216,10 +254,20 @@ class OnSupportTranscriptAgent:
             got = self._snaps[text] = np.flatnonzero(sims >= sims.max() - _TIE_EPS).tolist()
         return got
 
+    @property
+    def records_sources(self) -> bool:
+        return self.settings.sources
+
     def respond(self, history: History, n: int = 1, seed: int | None = None) -> list[str]:
         direct = self.direct.respond(history, n=n, seed=seed)
         rng = random.Random(seed)
         return [self.logged[rng.choice(self._nearest_logged(text))] for text in direct]
+
+    def respond_with_sources(self, history: History, n: int = 1, seed: int | None = None) -> list[tuple[str, str]]:
+        """``respond``'s replies, each with the logged conversation it was said in."""
+        if not self.settings.sources:
+            raise AgentSpecError(f"on-support {self.store_path}: sources were not recorded (set transcripts.sources)")
+        return [(text, self.logged_sources[text]) for text in self.respond(history, n=n, seed=seed)]
 
     def fingerprint_parts(self) -> dict[str, Any]:
         return {"direct": self.direct.fingerprint_parts(), "store": _store_files(self.store_path),

@@ -64,6 +64,12 @@ class DialogueActions:
     turns: tuple[Turn, ...]
     agent_turns: tuple[int, ...]  # indices into ``turns`` of the agent turns, in order
     target_replies: tuple[tuple[str, ...], ...]  # per agent turn, the S sampled replies
+    # per agent turn, parallel to target_replies: the conversation each reply was said in (a
+    # retrieval stand-in's source, the turns before it joined by newlines), None where unknown
+    target_sources: tuple[tuple[str | None, ...], ...] | None = None
+
+    def source_of(self, k: int, s: int) -> str | None:
+        return None if self.target_sources is None else self.target_sources[k][s]
 
     @property
     def n_agent_turns(self) -> int:

@@ -210,7 +210,9 @@ class FrozenPairEncoder(PairEncoder):
                     said.extend(history)
                     grounded[r, 0] = torch.tensor(grounding_features(d.turns[t].text, said))
                     for s, reply in enumerate(d.target_replies[k]):
-                        grounded[r, 1 + s] = torch.tensor(grounding_features(reply, said))
+                        # a retrieved reply is grounded, or not, in the conversation it was said in
+                        where = d.source_of(k, s)
+                        grounded[r, 1 + s] = torch.tensor(grounding_features(reply, said if where is None else source_said(where)))
                 user_at = next((j for j in range(t - 1, -1, -1) if history[j].role == "user"), None)
                 agent_at = next((j for j in range(t - 1, -1, -1) if history[j].role == "agent"), None)
                 logged[r] = row(d.turns[t].text)
@@ -370,6 +372,15 @@ class Mentioned:
             if role is None or turn.role == role:
                 self.words |= _vocabulary(turn.text)
         self._seen = max(self._seen, len(history))
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def source_said(source: str) -> Mentioned:
+    """What a retrieved reply's own conversation had said before it (``source``: its turns joined
+    by newlines; a stand-in retrieves the same few thousand replies again and again)."""
+    said = Mentioned()
+    said.words = set().union(*(_vocabulary(turn) for turn in source.split("\n")))
+    return said
 
 
 def grounding_features(reply: str, said: Mentioned) -> list[float]:

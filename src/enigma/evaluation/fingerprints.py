@@ -44,7 +44,8 @@ def target_fingerprint(target: HeldOutAgent) -> str:
     logged states, its rollouts, its unrated dialogues (texts included), or the labels."""
     parts = [json.dumps(target.labels, sort_keys=True)]
     if target.target_actions is not None:
-        parts.append(_table_digest(target.target_actions, ["dialog_id", "turn_index", "sample_index", "text", "error"]))
+        # source_context only where the sampler recorded it: other tables digest as before
+        parts.append(_table_digest(target.target_actions, ["dialog_id", "turn_index", "sample_index", "text", "error", "source_context"]))
     for store in (target.rollouts, target.unrated_dialogues):
         if store is not None:
             parts.append(_table_digest(store.dialogues, ["dialog_id", "agent_id"]))

@@ -29,6 +29,7 @@ from enigma.ope.trainer import DiceRun, train_dice
 from enigma.store.experience import ExperienceStore
 
 TARGET_COLUMNS = ("dialog_id", "turn_index", "text")
+SOURCE_COLUMN = "source_context"  # optional: the conversation a retrieved reply was said in
 
 # Saved results are reused while the settings are unchanged (``fingerprint``), so a code change
 # that moves ENIGMA's numbers must bump this, or reports keep the old numbers beside new code.
@@ -66,7 +67,11 @@ def pair_dialogues(
     errors = (
         target_actions.column("error").to_pylist() if "error" in target_actions.column_names else [None] * target_actions.num_rows
     )
+    # where each reply was said, when the sampler recorded it (a retrieval stand-in's source)
+    has_sources = SOURCE_COLUMN in target_actions.column_names
+    sources_col = target_actions.column(SOURCE_COLUMN).to_pylist() if has_sources else None
     replies: dict[tuple[str, int], list[str]] = defaultdict(list)
+    sources: dict[tuple[str, int], list[str | None]] = defaultdict(list)
     known = set(experience.dialogues.column("dialog_id").to_pylist())
     cols = [target_actions.column(c).to_pylist() for c in TARGET_COLUMNS]
     for row, (did, t, text) in enumerate(zip(*cols)):
@@ -76,6 +81,8 @@ def pair_dialogues(
             raise TargetActionsError(f"{source}: row {row + 1} (dialogue {did}): 'turn_index' is null")
         if errors[row] is None and text is not None:
             replies[(did, int(t))].append(text)
+            if has_sources:
+                sources[(did, int(t))].append(sources_col[row])
 
     histories = experience.histories()
     for (did, t) in replies:
@@ -114,7 +121,8 @@ def pair_dialogues(
         if turns[0].role == "agent":
             turns.insert(0, Turn("user", ""))
             shift = 1
-        out.append(DialogueActions(did, tuple(turns), tuple(t + shift for t in agent_idx), tuple(targets)))
+        target_sources = tuple(tuple(sources[(did, t)]) for t in agent_idx) if has_sources else None
+        out.append(DialogueActions(did, tuple(turns), tuple(t + shift for t in agent_idx), tuple(targets), target_sources))
         rows.append([np.nan if ratings[n][i] is None else float(ratings[n][i]) for n in names])
     if not out:
         raise TargetActionsError(f"{source}: no dialogue of the experience store has target replies at all its agent turns")

@@ -33,6 +33,9 @@ CACHE_SCHEMA = pa.schema(
         # drew the row (``sampler.plan_calls``); only that store's calls reuse it. Parts written
         # before it have no such column
         pa.field("group", pa.string()),
+        # the conversation a retrieved reply was said in, where the agent records it
+        # (``transcripts.sources``); null otherwise and in parts written before it
+        pa.field("source_context", pa.string()),
     ]
 )
 

@@ -48,6 +48,9 @@ OUTPUT_SCHEMA = pa.schema(
         pa.field("error", pa.string()),
     ]
 )
+# Added after OUTPUT_SCHEMA's columns when the agent records where each reply came from (a
+# retrieval stand-in with ``transcripts.sources``); other tables stay as they were.
+SOURCE_FIELD = pa.field("source_context", pa.string())
 
 MAX_ERROR_CHARS = 500
 
@@ -233,6 +236,7 @@ def run_sampling(
     label = approximation_label(agent_spec)
     cache.write_info({"spec": agent_spec, "agent_fingerprint": fp, "approximation": label})
     mode = draw_mode(agent)
+    sourced = bool(getattr(agent, "records_sources", False))
     # Rows cached before draws were per occurrence carry no draw mode: per occurrence for a
     # table, per state otherwise (a stochastic agent's old rows are not reused: one draw per state).
     legacy = "occurrence" if mode == "keyed" else "state"
@@ -272,14 +276,18 @@ def run_sampling(
         want = n_samples * len(to)
         missing = [(j, occ, i) for j, occ in enumerate(to) for i in range(n_samples) if not done(key_of(occ), i)]
 
-        def row(occ: _State, i: int, text: str | None, error: str | None) -> dict:
+        def row(occ: _State, i: int, text: str | None, error: str | None, source: str | None = None) -> dict:
             return {"dialog_id": occ.dialog_id, "turn_index": occ.turn_index, "state_hash": occ.state_hash, "seed": seed,
                     "agent_fingerprint": fp, "draw": row_draw, "group": call.group, "sample_index": i, "text": text,
-                    "error": error}
+                    "error": error, "source_context": source}
 
+        sources: list = []
         try:
             if mode == "keyed":
                 replies = agent.respond_at(st.dialog_id, st.turn_index, list(st.history), n=want, seed=call.seed)
+            elif sourced:
+                pairs = agent.respond_with_sources(list(st.history), n=want, seed=call.seed)
+                replies, sources = [reply for reply, _ in pairs], [source for _, source in pairs]
             else:
                 replies = agent.respond(list(st.history), n=want, seed=call.seed)
             if not isinstance(replies, (list, tuple)):
@@ -297,7 +305,7 @@ def run_sampling(
             elif not replies[r].strip():
                 out.append(row(occ, i, None, "empty reply"))
             else:
-                out.append(row(occ, i, replies[r], None))
+                out.append(row(occ, i, replies[r], None, sources[r] if sources else None))
         return out
 
     prepare = getattr(agent, "prepare", None)
@@ -365,7 +373,8 @@ def run_sampling(
             agent_spec, stats.n_called, stats.seconds, stats.calls_per_second, stats.n_failed, stats.n_cached,
         )
 
-    columns: dict[str, list] = {name: [] for name in OUTPUT_SCHEMA.names}
+    schema = OUTPUT_SCHEMA.append(SOURCE_FIELD) if sourced else OUTPUT_SCHEMA
+    columns: dict[str, list] = {name: [] for name in schema.names}
     for st in states:
         k = key_of(st)
         for i in range(n_samples):
@@ -380,6 +389,8 @@ def run_sampling(
             columns["state_hash"].append(st.state_hash)
             columns["seed"].append(seed)
             columns["error"].append(row["error"])
+            if sourced:
+                columns["source_context"].append(row.get("source_context"))
     meta = {
         "enigma.sampling.spec": agent_spec,
         "enigma.sampling.agent_fingerprint": fp,
@@ -387,5 +398,5 @@ def run_sampling(
     }
     if label:
         meta["enigma.sampling.approximation"] = label
-    table = pa.Table.from_pydict(columns, schema=OUTPUT_SCHEMA).replace_schema_metadata(meta)
+    table = pa.Table.from_pydict(columns, schema=schema).replace_schema_metadata(meta)
     return table, stats
