@@ -416,3 +416,13 @@ def test_the_exact_pca_set_in_the_params_file_makes_the_estimate_seed_free(tmp_p
     assert a.keys() == b.keys()
     for rating in a:
         assert a[rating]["estimate"] == pytest.approx(b[rating]["estimate"], abs=1e-4), rating
+
+
+def test_a_store_too_small_for_the_projection_is_one_clear_line_naming_the_setting(tmp_path):
+    """A handful of chats gives fewer replies than dice.project_dim asks directions of: the error
+    names the setting and how far to lower it (it was torch's 'q(=32) must be ... min(m, n)')."""
+    store = T.write_tiny_store(tmp_path / "store", n_dialogues=4)
+    r = enigma("estimate", "--experience", store, "--target", "t=python:enigma.agents.examples:echo", "--out", tmp_path / "out",
+               "--cache-dir", tmp_path / "cache", "-q")
+    assert r.exit_code == 2, r.output
+    assert "dice.project_dim 32: the store gives only" in r.output and "set dice.project_dim to at most" in r.output

@@ -21,7 +21,8 @@ if TYPE_CHECKING:  # problem.py names Features in its Solution
     from enigma.ope.problem import DiceData
 
 
-def pca_projection(stacked: torch.Tensor, k: int, seed: int, chunk_rows: int = 65536, solver: str = "randomized") -> torch.Tensor:
+def pca_projection(stacked: torch.Tensor, k: int, seed: int, chunk_rows: int = 65536, solver: str = "randomized",
+                   setting: str = "dice.project_dim") -> torch.Tensor:
     """Fixed, whitened PCA projection of frozen features onto their top ``k`` directions, fitted on
     the rows of ``stacked`` [M, d] (the logged and target vectors of real turns; zero rows are absent
     samples and are left out of the fit): lower-capacity, much cheaper heads. ``stacked`` is
@@ -41,6 +42,10 @@ def pca_projection(stacked: torch.Tensor, k: int, seed: int, chunk_rows: int = 6
     if not every:
         stacked.sub_(mean)
     n_rows = len(rows)
+    if k > n_rows:
+        # a small store: fewer replies than directions asked for, which no solver can give
+        raise ValueError(f"{setting} {k}: the store gives only {n_rows} replies (logged and target, at its agent "
+                         f"turns) to fit the projection on; set {setting} to at most {n_rows}, or null for none")
     if solver == "exact":
         sv, v = exact_principal_axes(rows, k, chunk_rows)
     elif solver == "randomized":
@@ -152,7 +157,7 @@ class Features:
         if q_dim:
             # the Q's own view of the pair's text, wider than the heads' (an MLP can use it; the
             # linear heads gained nothing from 128 dims): taken before the heads' PCA frees the vectors
-            q_buf = buf[:, :cut] if q_dim >= cut else pca_projection(buf[:, :cut], q_dim, cfg.seed, solver=cfg.pca)
+            q_buf = buf[:, :cut] if q_dim >= cut else pca_projection(buf[:, :cut], q_dim, cfg.seed, solver=cfg.pca, setting="fqe.project_dim")
             if self.pair_dim:
                 q_buf = torch.cat([q_buf, buf[:, cut : cut + self.pair_dim]], 1)
             self.q_turns = TurnFeatures(q_buf[:t_all], q_buf[t_all:].view(t_all, s, -1), mask, self.n_agent_turns.to(self.device))
