@@ -283,30 +283,18 @@ def test_sources_are_the_conversations_the_replies_were_said_in_and_change_no_re
 def _booking_store(path: Path) -> Path:
     """Two agents' rated chats that name people, cities and dates: 'polite' books Paris and Oslo
     for its customers, 'blunt' Rome and Lima for its own."""
-    import pyarrow as pa
-
-    from enigma.store import schema as S
+    from tests.stores import chat_store
 
     chats = []
     for i, (agent, who, city, day) in enumerate([("polite", "Ann Lee", "Paris", "9th"), ("polite", "Tom Hart", "Oslo", "12th"),
                                                 ("polite", "Eve Moss", "Paris", "3rd"), ("blunt", "Sam Ray", "Rome", "5th"),
                                                 ("blunt", "Joe Kim", "Lima", "20th"), ("blunt", "Liz Ng", "Rome", "7th"),
                                                 ("blunt", "Max Orr", "Lima", "1st"), ("blunt", "Amy Fox", "Rome", "14th")]):
-        chats.append((f"{agent}-{i}", agent, float(i % 3) / 2, [
+        chats.append((f"{agent}-{i}", agent, [
             ("user", f"hi, I am {who} and I need a flight"), ("agent", f"Sure {who.split()[0]}, where to?"),
-            ("user", f"to {city} on the {day}"), ("agent", f"Booked {city} on the {day} for {who}, flight {1000 + i}.")]))
-    d = {"dialog_id": [], "agent_id": [], "source": [], "n_turns": [], "rating_q": [], "raw_q": [], "meta": []}
-    t = {"dialog_id": [], "turn_index": [], "role": [], "text": []}
-    for did, agent, rating, turns in chats:
-        for k, v in (("dialog_id", did), ("agent_id", agent), ("source", "test"), ("n_turns", len(turns)),
-                     ("rating_q", rating), ("raw_q", rating), ("meta", "{}")):
-            d[k].append(v)
-        for j, (role, text) in enumerate(turns):
-            t["dialog_id"].append(did)
-            t["turn_index"].append(j)
-            t["role"].append(role)
-            t["text"].append(text)
-    return ExperienceStore(pa.table(d, schema=S.dialogues_schema(["q"])), pa.table(t, schema=S.TURNS_SCHEMA)).write(path)
+            ("user", f"to {city} on the {day}"), ("agent", f"Booked {city} on the {day} for {who}, flight {1000 + i}.")],
+            {"q": float(i % 3) / 2}))
+    return chat_store(chats, ("q",)).write(path)
 
 
 def test_sources_set_in_the_params_file_reach_the_estimate_through_the_cli(settings, tmp_path):

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 
 import numpy as np
-import pyarrow as pa
 import pytest
 
 from enigma.rollouts.learned_customer import (
@@ -17,24 +16,13 @@ from enigma.rollouts.learned_customer import (
     leave_one_out_rollouts,
     roll_out,
 )
-from enigma.store import schema as S
 from enigma.store.experience import ExperienceStore
+from tests.stores import chat_store
 
 
 def make_store(rows) -> ExperienceStore:
     """rows: (dialog_id, agent_id, [(role, text), ...]); one rating, always 1."""
-    d = {"dialog_id": [], "agent_id": [], "source": [], "n_turns": [], "rating_q": [], "raw_q": [], "meta": []}
-    t = {"dialog_id": [], "turn_index": [], "role": [], "text": []}
-    for did, agent, turns in rows:
-        for k, v in (("dialog_id", did), ("agent_id", agent), ("source", "test"), ("n_turns", len(turns)),
-                     ("rating_q", 1.0), ("raw_q", 1.0), ("meta", "{}")):
-            d[k].append(v)
-        for i, (role, text) in enumerate(turns):
-            t["dialog_id"].append(did)
-            t["turn_index"].append(i)
-            t["role"].append(role)
-            t["text"].append(text)
-    return ExperienceStore(pa.table(d, schema=S.dialogues_schema(["q"])), pa.table(t, schema=S.TURNS_SCHEMA))
+    return chat_store([(did, agent, turns, {"q": 1.0}) for did, agent, turns in rows], ("q",))
 
 
 ANN = ("ann-1", "polite", [
