@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pyarrow.compute as pc
@@ -258,10 +259,10 @@ def test_sources_are_the_conversations_the_replies_were_said_in_and_change_no_re
     said_after = {}
     for h in ExperienceStore.open(selfplay).filter_agents(keep={AGENT}).histories().values():
         for t in range(len(h)):
-            said_after.setdefault(h[t].text, set()).add("\n".join(x.text for x in h[:t]))
+            said_after.setdefault(h[t].text, set()).add(json.dumps([[x.role, x.text] for x in h[:t]]))
     pairs = list(zip(table.column("text").to_pylist(), table.column("source_context").to_pylist()))
     assert pairs and all(source in said_after[text] for text, source in pairs)
-    assert any(source for _, source in pairs) and "" in {s for _, s in pairs}  # openings have no context
+    assert any(source != "[]" for _, source in pairs) and "[]" in {s for _, s in pairs}  # openings have no context
     agent, agent_sourced = load_agent(spec, settings), load_agent(spec, sourced)
     assert "sources" not in agent.fingerprint_parts()["settings"]
     assert fingerprint(spec, agent) != fingerprint(spec, agent_sourced)
@@ -272,7 +273,7 @@ def test_sources_are_the_conversations_the_replies_were_said_in_and_change_no_re
     for h in ExperienceStore.open(human).histories().values():
         for t in range(len(h)):
             if h[t].role == "agent":
-                logged_after.setdefault(h[t].text, set()).add("\n".join(x.text for x in h[:t]))
+                logged_after.setdefault(h[t].text, set()).add(json.dumps([[x.role, x.text] for x in h[:t]]))
     pairs = list(zip(snapped.column("text").to_pylist(), snapped.column("source_context").to_pylist()))
     assert pairs and all(source in logged_after[text] for text, source in pairs)
     plain_snapped = sample_targets(ExperienceStore.open(human), on_support, cache_dir=tmp_path / "d", settings=settings, progress=False)
@@ -302,8 +303,6 @@ def test_sources_set_in_the_params_file_reach_the_estimate_through_the_cli(setti
     --target`` with a stand-in spec. The retrieved replies name the stand-in's own customers and
     cities; with their sources the grounding block reads them against those chats, so the estimate
     moves (with the block blind to the sources, the two estimates are the same)."""
-    import json
-
     import yaml
     from typer.testing import CliRunner
 

@@ -3,6 +3,8 @@ not mentioned before it (``dice.grounding``), and the fitted Q reading it."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pyarrow as pa
 import pytest
@@ -123,7 +125,7 @@ def test_a_retrieved_reply_is_read_against_the_conversation_it_was_said_in(cache
     """A retrieval stand-in's reply names the people of the chat it came from. With its source
     recorded (``transcripts.sources``), the block reads it there, not against the logged chat
     whose state retrieved it; a reply with no source (None) is read as before."""
-    source = "hi, i'm eric hall, flying austin to reno.\nWhich dates?\nthe 9th please"
+    source = json.dumps([["user", "hi, i'm eric hall, flying austin to reno."], ["agent", "Which dates?"], ["user", "the 9th please"]])
     d = DialogueActions(D.dialog_id, D.turns, D.agent_turns, D.target_replies, ((source,), (None,)))
     enc = FrozenPairEncoder(cache, grounding=True)
     with_source, without = enc.prepare([d], max_agent_turns=2).grounding, enc.prepare([D], max_agent_turns=2).grounding

@@ -242,3 +242,24 @@ def test_the_setting_needs_the_frozen_encoder_and_a_python_spec():
     with pytest.raises(ValueError, match="knowledge"):
         DiceConfig(knowledge="enigma/sim/knowledge.py")
     assert DiceConfig(encoder="onehot", knowledge="python:enigma.sim.knowledge:airline").knowledge is None
+
+
+def test_a_retrieved_action_is_held_to_the_customer_it_answered(cache):
+    """A stand-in's final action, retrieved with its own conversation (``transcripts.sources``),
+    is checked against that conversation's customer: booking Dallas for a customer who asked for
+    Dallas is right there, though the logged customer asked for Denver; without its source it is
+    read against the logged customer, as before."""
+    import json
+
+    dallas = f"i want to fly from boston to dallas, out on september {ELSEWHERE.dep_day}th and back on the {ELSEWHERE.ret_day}th."
+    source = json.dumps([["user", dallas], ["agent", "Your name?"], ["user", f"my name is {HOLDER}."]])
+    retrieved = f"Booked. {fmt_action('book', ELSEWHERE.number, HOLDER)}"
+    turns = (Turn("user", TRIP[0]), Turn("agent", "Your name?"), Turn("user", TRIP[1]),
+             Turn("agent", f"Booked. {fmt_action('book', FLIGHT.number, HOLDER)}"))
+    plain = DialogueActions("d", turns, (1, 3), (("Your name?",), (retrieved,)))
+    sourced = DialogueActions("d", turns, (1, 3), (("Your name?",), (retrieved,)), ((None,), (source,)))
+    enc = FrozenPairEncoder(cache, knowledge=airline_checked())
+    off, on = enc.prepare([plain], max_agent_turns=2).knowledge, enc.prepare([sourced], max_agent_turns=2).knowledge
+    assert off[1, 1, 1] > 0 and off[1, 1, KNOWLEDGE_DIM + 1] == 1.0  # Dallas unsaid and refuted by the Denver customer
+    assert on[1, 1, 1] == 0.0 and on[1, 1, KNOWLEDGE_DIM + 1] == 0.0  # every fact said, nothing refuted, by its own
+    assert (on[:, 0] == off[:, 0]).all() and (on[0] == off[0]).all()  # the logged replies and the sourceless sample

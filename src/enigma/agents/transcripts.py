@@ -41,6 +41,7 @@ logged replies again.
 
 from __future__ import annotations
 
+import json
 import random
 from pathlib import Path
 from typing import Any, Sequence
@@ -82,6 +83,15 @@ def _store_files(path: Path) -> list[dict[str, Any]]:
 
 def context_text(turns: Sequence[Turn], k: int) -> str:
     return "\n".join(t.text for t in turns[-k:])
+
+
+SOURCE_FORMAT = "json [role, text] turns"
+
+
+def source_text(turns: Sequence[Turn]) -> str:
+    """A reply's own conversation before it, as the target table's ``source_context`` holds it: a
+    JSON list of ``[role, text]`` ("[]" for an opening)."""
+    return json.dumps([[turn.role, turn.text] for turn in turns], ensure_ascii=False)
 
 
 def _make_embedder(settings: TranscriptSettings):
@@ -132,7 +142,7 @@ class TranscriptAgent:
                     contexts.append(context_text(turns[:t], k))
                     replies.append(turn.text)
                     if self.settings.sources:
-                        sources.append("\n".join(x.text for x in turns[:t]))
+                        sources.append(source_text(turns[:t]))
         if not replies:
             raise AgentSpecError(f"transcripts {self.path}: agent {agent_id!r} has no replies to retrieve from")
         self.replies = replies
@@ -164,7 +174,7 @@ class TranscriptAgent:
 
     def respond_with_sources(self, history: History, n: int = 1, seed: int | None = None) -> list[tuple[str, str]]:
         """The same replies as ``respond`` (same seed, same draws), each with the turns of its own
-        transcript before it, joined by newlines ("" for an opening)."""
+        transcript before it (``source_text``)."""
         if not self.settings.sources:
             raise AgentSpecError(f"transcripts {self.path}: sources were not recorded (set transcripts.sources)")
         return self._respond(history, n, seed)
@@ -177,7 +187,7 @@ class TranscriptAgent:
                 # the agent never opened a transcript: fall back to its replies to the shortest contexts
                 picks = [rng.choice(range(len(self.replies))) for _ in range(n)]
                 return [(self.replies[i], source(i)) for i in picks]
-            return [(rng.choice(self.openings), "" if self.settings.sources else None) for _ in range(n)]
+            return [(rng.choice(self.openings), source_text(()) if self.settings.sources else None) for _ in range(n)]
         q = np.asarray(self.embedder.embed([context_text(list(history), self.settings.context_turns)]), dtype=np.float32)[0]
         sims = self.context_vectors @ q
         return [(self.replies[i], source(i)) for i in self._draw(sims, self.settings.top_k, n, rng)]
@@ -186,11 +196,14 @@ class TranscriptAgent:
         # ``sources`` joins the settings only when set: without it the replies and the agent's
         # fingerprint are what they were before the setting existed
         exclude = {"embed_cache_dir"} | (set() if self.settings.sources else {"sources"})
-        return {
+        parts = {
             "transcripts": _store_files(self.path),
             "agent_id": self.agent_id,
             "settings": self.settings.model_dump(exclude=exclude),
         }
+        if self.settings.sources:
+            parts["source_format"] = SOURCE_FORMAT  # cached sources of another format are not reused
+        return parts
 
     def __repr__(self) -> str:
         sides = "both sides" if self.both_sides else "its own turns"
@@ -237,7 +250,7 @@ class OnSupportTranscriptAgent:
             for h in others.histories().values():
                 for t, turn in enumerate(h):
                     if turn.role == "agent" and turn.text.strip():
-                        self.logged_sources.setdefault(turn.text, "\n".join(x.text for x in h[:t]))
+                        self.logged_sources.setdefault(turn.text, source_text(h[:t]))
 
     def prepare(self, histories: Sequence[History]) -> None:
         self.direct.prepare(histories)

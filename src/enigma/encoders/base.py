@@ -65,7 +65,7 @@ class DialogueActions:
     agent_turns: tuple[int, ...]  # indices into ``turns`` of the agent turns, in order
     target_replies: tuple[tuple[str, ...], ...]  # per agent turn, the S sampled replies
     # per agent turn, parallel to target_replies: the conversation each reply was said in (a
-    # retrieval stand-in's source, the turns before it joined by newlines), None where unknown
+    # retrieval stand-in's source, a JSON list of [role, text] before it), None where unknown
     target_sources: tuple[tuple[str | None, ...], ...] | None = None
 
     def source_of(self, k: int, s: int) -> str | None:

@@ -43,6 +43,7 @@ without it the encoder has no parameters and the trainer can compute its outputs
 from __future__ import annotations
 
 import functools
+import json
 import os
 import re
 from dataclasses import dataclass
@@ -51,6 +52,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from enigma.contracts import Turn
 from enigma.encoders.base import DialogueActions, PairEncoder, pad_rows, rows_of
 from enigma.encoders.knowledge import (KnowledgeBase, Lookup, checks_against_user, knowledge_features, knowledge_measures,
                                        latest_request, reads_requests, unrequested)
@@ -151,6 +153,14 @@ class FrozenPairEncoder(PairEncoder):
         self.passthrough_dim = self.pair_passthrough_dim + (AGREEMENT_DIM if agreement else 0)
         self.dim = (projection_dim or self.feature_dim) + self.passthrough_dim
 
+    def _source_customer(self, source: str) -> tuple[frozenset[str], str | None, tuple[str, ...]]:
+        """What the knowledge block holds a retrieved reply to: its own customer's words, latest
+        request and turns (``source``: the reply's own conversation, ``source_turns``)."""
+        turns = source_turns(source)
+        request = latest_request(self.knowledge, turns) if self.reads_requests else None
+        return (frozenset(source_said(source, "user").words), request,
+                tuple(turn.text for turn in turns if turn.role == "user"))
+
     def prepare(self, dialogues: list[DialogueActions], max_agent_turns: int) -> FrozenPrepared:
         rows: dict[str, int] = {}
 
@@ -173,6 +183,7 @@ class FrozenPairEncoder(PairEncoder):
         measured = torch.zeros((t_all, 1 + s_max, REPLY_MEASURES_DIM)) if self.reply_measures else None
         known = torch.zeros((t_all, 1 + s_max, self.knowledge_dim)) if self.knowledge is not None else None
         looked_up: dict[str, Lookup] = {}  # reply text -> its lookup: a store repeats its replies
+        customers: dict[str, tuple] = {}  # a retrieved reply's source -> its customer (_source_customer)
         # earlier-history summaries: per turn row the text rows to average
         summary_members: list[list[int]] = []
         r = 0
@@ -200,11 +211,18 @@ class FrozenPairEncoder(PairEncoder):
                     for s, reply in enumerate((d.turns[t].text, *d.target_replies[k])):
                         if reply not in looked_up:
                             looked_up[reply] = self.knowledge.lookup(reply)
-                        features = knowledge_features(looked_up[reply], user_said.words)
+                        where = d.source_of(k, s - 1) if s else None
+                        if where is None:
+                            words, request, texts = user_said.words, asked, (user_texts if self.checks_against_user else ())
+                        else:  # a retrieved reply is held to the customer it answered
+                            if where not in customers:
+                                customers[where] = self._source_customer(where)
+                            words, request, texts = customers[where]
+                        features = knowledge_features(looked_up[reply], words)
                         if self.reads_requests:
-                            features.append(unrequested(looked_up[reply], asked))
+                            features.append(unrequested(looked_up[reply], request))
                         if self.checks_against_user:
-                            features.append(float(self.knowledge.refutes(reply, user_texts)))
+                            features.append(float(self.knowledge.refutes(reply, texts)))
                         known[r, s] = torch.tensor(features)
                 if grounded is not None:
                     said.extend(history)
@@ -375,11 +393,18 @@ class Mentioned:
 
 
 @functools.lru_cache(maxsize=1 << 14)
-def source_said(source: str) -> Mentioned:
-    """What a retrieved reply's own conversation had said before it (``source``: its turns joined
-    by newlines; a stand-in retrieves the same few thousand replies again and again)."""
+def source_turns(source: str) -> tuple[Turn, ...]:
+    """A retrieved reply's own conversation before it: ``source`` is the target table's
+    ``source_context``, a JSON list of ``[role, text]`` (``enigma.agents.transcripts``)."""
+    return tuple(Turn(role, text) for role, text in json.loads(source))
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def source_said(source: str, role: str | None = None) -> Mentioned:
+    """What a retrieved reply's own conversation had said before it (with ``role``, that speaker
+    alone); a stand-in retrieves the same few thousand replies again and again."""
     said = Mentioned()
-    said.words = set().union(*(_vocabulary(turn) for turn in source.split("\n")))
+    said.extend(source_turns(source), role=role)
     return said
 
 
