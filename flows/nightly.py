@@ -27,7 +27,7 @@ from prefect import flow, get_run_logger
 from prefect.futures import as_completed
 from prefect.states import Failed
 
-from enigma.agents import is_retrieval_stand_in
+from enigma.agents import unsourced_stand_in
 from enigma.agents.registry import RegisteredAgent, SeenAgents, read_registry
 from enigma.encoders.knowledge import STAND_IN_REFUSAL
 from enigma.params import DEFAULT_PARAMS, Params
@@ -111,7 +111,7 @@ def _score_each(
     errors: dict[str, dict[str, str]] = {a.name: {} for a in new}
     if cfg.knowledge is not None:
         for a in new:
-            if is_retrieval_stand_in(a.spec):
+            if unsourced_stand_in(a.spec, params.sample.agents):
                 errors[a.name]["knowledge"] = f"nightly.knowledge {cfg.knowledge!r} with agent spec {a.spec!r}: {STAND_IN_REFUSAL}"
     by_run = {
         sampler.submit(store, store_digest, a.spec, str(targets_dir / f"{a.name}-{a.fingerprint}.parquet"), params,

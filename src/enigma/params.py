@@ -13,15 +13,18 @@ that section sets its own. Progress bars are not parameters: they are options of
 from __future__ import annotations
 
 import copy
+import re
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
+from enigma.agents import unsourced_stand_in
 from enigma.agents.config import ServeSettings
 from enigma.comparators.config import ComparatorsConfig
 from enigma.encoders.config import EncodeConfig
+from enigma.encoders.knowledge import STAND_IN_REFUSAL
 from enigma.evaluation.config import ReportConfig
 from enigma.pipeline.config import Benchmark, BenchmarkConfig, NightlyConfig, PipelineConfig
 from enigma.sampling.config import SampleConfig
@@ -164,6 +167,15 @@ class Params(BaseModel):
                 entry = self.estimators[entry.base]
         return self
 
+    @model_validator(mode="after")
+    def _check_knowledge_with_stand_ins(self) -> "Params":
+        # whether a stand-in records its sources is the sample section's, so the check is here
+        for name, b in self.benchmarks.items():
+            if b.knowledge is not None and unsourced_stand_in(b.agent_spec, self.sample.agents):
+                raise ValueError(f"benchmarks.{name}: knowledge {b.knowledge!r} with agent_spec {b.agent_spec!r}: "
+                                 f"{STAND_IN_REFUSAL}; set knowledge: null, or sample.agents.transcripts.sources: true")
+        return self
+
     def benchmark(self, name: str) -> Benchmark:
         """Entry ``name`` of ``benchmarks`` with its paths."""
         if name not in self.benchmarks:
@@ -197,8 +209,10 @@ class Params(BaseModel):
         try:
             return cls.model_validate(data)
         except ValidationError as exc:
-            first = exc.errors()[0]["loc"]
-            section = first[0] if first else "?"
+            first = exc.errors()[0]
+            # a check across sections has no location: its message starts with the section's key
+            named = re.match(r"Value error, (\w+)[.:]", first["msg"])
+            section = first["loc"][0] if first["loc"] else named.group(1) if named else "?"
             raise ParamsError(f"{source}: section '{section}': {exc}") from exc
 
     def with_overrides(self, section: str, **values: Any) -> BaseModel:

@@ -325,3 +325,8 @@ def test_sources_set_in_the_params_file_reach_the_estimate_through_the_cli(setti
 
     on, off = estimate("on", True), estimate("off", False)
     assert on != off
+    # a knowledge base is refused with a stand-in that does not record its sources, and read with one that does
+    params["estimators"]["enigma"]["dice"]["knowledge"] = "python:enigma.sim.knowledge:airline_checked"
+    with pytest.raises(AssertionError, match="sample.agents.transcripts.sources: true"):
+        estimate("refused", False)
+    assert estimate("knowledge", True) != on

@@ -36,7 +36,7 @@ def test_paths_follow_from_the_name():
     ({"full_estimators": ["experience-mean"]}, r"in both 'estimators' and 'full_estimators'"),
     ({"knowledge": "enigma.sim.knowledge:airline"}, "knowledge"),
     ({"knowledge": "python:enigma.sim.knowledge:airline", "agent_spec": "transcripts:{store}?agent={agent}"},
-     "retrieval stand-in.*set knowledge: null"),
+     "retrieval stand-in.*set knowledge: null, or sample.agents.transcripts.sources: true"),
     ({"knowledge": "python:enigma.sim.knowledge:airline", "agent_spec": "transcripts-onsupport:{store}?agent={agent}&store={store}"},
      "retrieval stand-in"),
     ({"source": {"path": "src/enigma/sim", "simulate": {}}, "rollouts": {"ingest": "see2019-selfplay"}}, "the source must be ingest too"),
@@ -80,3 +80,17 @@ def test_the_store_stage_writes_the_truth_the_report_used_to_compute(tmp_path):
     computed = truth_from_store(ExperienceStore.open(b.store))
     read = read_truth(b.truth)
     assert read.drop(columns="n").equals(computed.drop(columns="n")) and list(read.n) == list(computed.n)
+
+
+def test_a_knowledge_base_with_a_stand_in_that_records_its_sources_is_accepted():
+    """With ``sample.agents.transcripts.sources`` the stand-in says where each reply was said, and
+    the knowledge block holds the reply to that conversation's customer."""
+    entry = {**ENTRY, "knowledge": "python:enigma.sim.knowledge:airline", "agent_spec": "transcripts:{store}?agent={agent}"}
+    p = Params.from_dict({"pipeline": {"data_dir": "d"}, "report": {"out_dir": "r"}, "benchmarks": {"b": entry},
+                          "sample": {"agents": {"transcripts": {"sources": True}}}})
+    assert p.benchmark("b").config.knowledge == "python:enigma.sim.knowledge:airline"
+
+
+def test_a_check_across_sections_names_its_section():
+    with pytest.raises(ParamsError, match="(?s)section 'estimators': .*estimators.a: base 'zz' is not an entry"):
+        Params.from_dict({"estimators": {"a": {"base": "zz"}}})

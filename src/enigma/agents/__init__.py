@@ -23,6 +23,7 @@ __all__ = [
     "KINDS",
     "fingerprint",
     "is_retrieval_stand_in",
+    "unsourced_stand_in",
     "load_agent",
     "parse_spec",
     "state_hash",
@@ -39,6 +40,13 @@ def is_retrieval_stand_in(spec: str) -> bool:
     """Whether the spec's agent answers with replies retrieved from other conversations (its
     kind is one of ``APPROXIMATION_LABEL``'s), read off the kind alone so that it never raises."""
     return spec.partition(":")[0] in APPROXIMATION_LABEL
+
+
+def unsourced_stand_in(spec: str, settings: AgentSettings) -> bool:
+    """Whether the spec's agent is a retrieval stand-in that does not say where its replies were
+    said (``transcripts.sources`` off): a knowledge base would judge such replies against
+    customers they never answered (``enigma.encoders.knowledge.STAND_IN_REFUSAL``)."""
+    return is_retrieval_stand_in(spec) and not settings.transcripts.sources
 
 
 def load_agent(spec: str, settings: AgentSettings | None = None) -> Agent:

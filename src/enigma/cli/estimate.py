@@ -95,13 +95,13 @@ def run_estimate(
         p = p.model_copy(update={"estimators": {**p.estimators, "enigma": entry.model_copy(update={"dice": {**entry.dice, **overrides}})}})
     cfg = dice_config("enigma", p)
     if cfg.knowledge is not None:
-        from enigma.agents import is_retrieval_stand_in
+        from enigma.agents import unsourced_stand_in
         from enigma.encoders.knowledge import STAND_IN_REFUSAL
 
-        stand_ins = sorted(n for n, spec in targets.items() if is_retrieval_stand_in(spec))
+        stand_ins = sorted(n for n, spec in targets.items() if unsourced_stand_in(spec, p.sample.agents))
         if stand_ins:
             raise ParamsError(f"{params}: dice.knowledge {cfg.knowledge!r} with --target {stand_ins[0]}={targets[stand_ins[0]]}: "
-                              f"{STAND_IN_REFUSAL}; set dice.knowledge to null")
+                              f"{STAND_IN_REFUSAL}; set dice.knowledge to null, or sample.agents.transcripts.sources: true")
     if cfg.torch_threads:
         import torch
 

@@ -51,7 +51,8 @@ KNOWLEDGE_SPEC = r"^python:[\w.]+:\w+$"
 # Why no base may judge a retrieval stand-in's replies (enigma.agents.is_retrieval_stand_in), in
 # every place that refuses the pair (benchmarks/results/standin_cost_airline.md)
 STAND_IN_REFUSAL = ("a retrieval stand-in's replies come from other conversations, so a knowledge base would judge "
-                    "them against dialogues they were not said in (on airline it cost ENIGMA 0.126 of mean Pearson)")
+                    "them against dialogues they were not said in (on airline it cost ENIGMA 0.126 of mean Pearson), "
+                    "unless the stand-in records where each reply was said (sample.agents.transcripts.sources: true)")
 
 
 @dataclass(frozen=True)

@@ -16,8 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from enigma.agents import is_retrieval_stand_in
-from enigma.encoders.knowledge import KNOWLEDGE_SPEC, STAND_IN_REFUSAL
+from enigma.encoders.knowledge import KNOWLEDGE_SPEC
 from enigma.rollouts.learned_customer import LearnedCustomerConfig
 
 if TYPE_CHECKING:
@@ -99,9 +98,6 @@ class BenchmarkConfig(BaseModel):
             raise ValueError(f"estimators {both} are in both 'estimators' and 'full_estimators'")
         if self.rollouts is not None and self.rollouts.ingest and self.source.ingest is None:
             raise ValueError("rollouts: ingest reads the source's folder, so the source must be ingest too")
-        if self.knowledge is not None and is_retrieval_stand_in(self.agent_spec):
-            raise ValueError(f"knowledge {self.knowledge!r} with agent_spec {self.agent_spec!r}: {STAND_IN_REFUSAL}; "
-                             "set knowledge: null")
         return self
 
 
