@@ -21,10 +21,10 @@ openings keep the agent's own opening distribution.
 
 Sources: with ``sources`` set, a stand-in also says where each reply came from
 (``respond_with_sources``): the turns of its own transcript before it, or for the on-support
-variant, the turns of the logged conversation its snapped reply was said in. A retrieved reply names the people,
-places and numbers of the conversation it was said in; read against the logged conversation
-whose state retrieved it, every such name looks unsaid (the grounding block of
-``enigma.encoders.frozen``), so the sampler keeps the source beside the reply.
+variant, the turns of the logged conversation its snapped reply was said in. A retrieved reply
+names the people, places and numbers of the conversation it was said in; read against the logged
+conversation whose state retrieved it, every such name looks unsaid (the grounding and knowledge
+blocks of ``enigma.encoders.frozen``), so the sampler keeps the source beside the reply.
 
 Ties: several contexts are often identical ("hi how are you"); samples are drawn uniformly
 among all contexts at least as similar as the k-th nearest, so ties do not favour whichever
