@@ -20,6 +20,21 @@ def _registry(path: Path, names: list[str]) -> None:
 
 # slow: whole Prefect flow runs (about 10-40 s on 2 busy cores); CI runs them
 @pytest.mark.slow
+def _night_where_one_fails(workspace, name: str, spec: str, step: str) -> dict:
+    """One night with two new agents, a working one and ``name`` (``spec``), which fails at
+    ``step`` alone: the flow's result, with the working one scored."""
+    from flows.nightly import AgentsFailed
+
+    Path(workspace["cfg"]["nightly"]["registry"]).write_text(
+        f"agents:\n  newcomer_short: python:tests.pipeline.pipeline_agents:newcomer_short\n  {name}: {spec}\n")
+    state = nightly(workspace["params"], return_state=True)
+    assert state.is_failed() and state.message.startswith(f"1 of 2 new agent(s) failed: {name} ({step}: ")
+    failure = state.result(raise_on_failure=False)
+    assert isinstance(failure, AgentsFailed)
+    assert failure.result["evaluated"] == ["newcomer_short"]
+    return failure.result
+
+
 def test_nightly_scores_only_new_agents(workspace):
     registry = Path(workspace["cfg"]["nightly"]["registry"])
     _registry(registry, ["newcomer_short"])
@@ -60,7 +75,6 @@ def test_nightly_scores_only_new_agents(workspace):
 def test_one_dead_agent_fails_alone_and_is_retried_the_next_night(workspace, capsys):
     from mlflow import MlflowClient
 
-    from flows.nightly import AgentsFailed
     from tests.agents.serving import free_port, serve_process
 
     cfg = workspace["cfg"]
@@ -68,16 +82,8 @@ def test_one_dead_agent_fails_alone_and_is_retried_the_next_night(workspace, cap
     port = free_port()
     cfg["sample"]["agents"] = {"openai": {"max_retries": 0, "connect_timeout_s": 2.0, "concurrency": 1}}
     Path(workspace["params"]).write_text(yaml.safe_dump(cfg))
-    registry = Path(cfg["nightly"]["registry"])
-    registry.write_text("agents:\n  newcomer_short: python:tests.pipeline.pipeline_agents:newcomer_short\n"
-                        f"  comeback: openai:http://127.0.0.1:{port}/v1#m\n")
-
-    state = nightly(workspace["params"], return_state=True)
-    assert state.is_failed() and state.message.startswith("1 of 2 new agent(s) failed: comeback (sampling: ")
-    failure = state.result(raise_on_failure=False)
-    assert isinstance(failure, AgentsFailed)
-    first = failure.result
-    assert first["evaluated"] == ["newcomer_short"] and set(first["failed"]) == {"comeback"}
+    first = _night_where_one_fails(workspace, "comeback", f"openai:http://127.0.0.1:{port}/v1#m", "sampling")
+    assert set(first["failed"]) == {"comeback"}
     reason = first["failed"]["comeback"]["sampling"]
     assert reason.startswith("SamplingAborted: agent openai:") and "calls failed in a row" in reason
 
@@ -124,22 +130,13 @@ def test_a_retrieval_stand_in_under_the_stores_knowledge_base_fails_alone_with_t
     """A stand-in's replies were said in other conversations: the store's knowledge base would judge
     them against customers they never answered, so that agent fails (not sampled, not scored) and
     the others are scored as usual."""
-    from flows.nightly import AgentsFailed
     from tests.pipeline.conftest import write_params
 
     cfg = workspace["cfg"]
     cfg["nightly"]["knowledge"] = "python:enigma.sim.knowledge:airline_checked"
     write_params(workspace)
-    registry = Path(cfg["nightly"]["registry"])
-    registry.write_text("agents:\n  newcomer_short: python:tests.pipeline.pipeline_agents:newcomer_short\n"
-                        f"  retrieved: transcripts:{cfg['nightly']['store']}?agent=a1\n")
-
-    state = nightly(workspace["params"], return_state=True)
-    assert state.is_failed() and state.message.startswith("1 of 2 new agent(s) failed: retrieved (knowledge: ")
-    out = state.result(raise_on_failure=False)
-    assert isinstance(out, AgentsFailed)
-    assert out.result["evaluated"] == ["newcomer_short"]
-    reason = out.result["failed"]["retrieved"]["knowledge"]
+    out = _night_where_one_fails(workspace, "retrieved", f"transcripts:{cfg['nightly']['store']}?agent=a1", "knowledge")
+    reason = out["failed"]["retrieved"]["knowledge"]
     assert "retrieval stand-in's replies come from other conversations" in reason and "agent=a1" in reason
     assert not list(Path(cfg["nightly"]["work_dir"]).glob("targets/retrieved-*"))  # never sampled
 
