@@ -57,12 +57,16 @@ from enigma.encoders.base import DialogueActions, PairEncoder, pad_rows, rows_of
 from enigma.encoders.knowledge import (KnowledgeBase, Lookup, checks_against_user, knowledge_features, knowledge_measures,
                                        latest_request, reads_requests, unrequested)
 from enigma.encoders.text_cache import EmbeddingCache
-from enigma.reply_measures import REPLY_MEASURES_DIM, agent_bigrams, reply_measures
+from enigma.reply_measures import REPLY_MEASURES_DIM, agent_bigrams, bigrams, reply_measures
+from enigma.reply_measures import words as word_tokens
 
 
 # The state blocks, in the order they follow the reply embedding.
 STATE_BLOCKS = ("last_user", "prev_agent", "summary", "first_user", "position")
 DEFAULT_BLOCKS = ("last_user", "prev_agent", "summary", "position")
+# whose earlier replies a target reply follows: the logged agent's, or the target's own replies at
+# the dialogue's earlier agent turns (what the user would have read from the target)
+TARGET_HISTORIES = ("logged", "own")
 
 
 @dataclass
@@ -94,6 +98,9 @@ class FrozenPrepared:
     # [T, 1 + S, K] the replies' looked-up facts against the user's words, laid out the same way
     # (K: the base's knowledge_measures)
     knowledge: torch.Tensor | None = None
+    # [T, S] rows of each target sample's own previous reply, which its state's prev_agent block
+    # reads instead of the logged agent's (``target_history: own``); None: the logged agent's
+    target_prev: torch.Tensor | None = None
 
     def __len__(self) -> int:
         return int(self.n_agent_turns.shape[0])
@@ -120,8 +127,12 @@ class FrozenPairEncoder(PairEncoder):
         reply_measures: bool = False,
         request: bool = False,
         knowledge: KnowledgeBase | None = None,
+        target_history: str = "logged",
     ) -> None:
         super().__init__()
+        if target_history not in TARGET_HISTORIES:
+            raise ValueError(f"target_history: expected one of {TARGET_HISTORIES}, got {target_history!r}")
+        self.target_history = target_history
         if position_buckets < 1:
             raise ValueError("position_buckets must be >= 1")
         unknown = [b for b in blocks if b not in STATE_BLOCKS]
@@ -179,6 +190,8 @@ class FrozenPairEncoder(PairEncoder):
         first_user = torch.zeros(t_all, dtype=torch.long) if "first_user" in self.blocks or self.request else None
         position = torch.zeros(t_all, dtype=torch.long)
         target_valid = torch.zeros((t_all, s_max), dtype=torch.bool)
+        own = self.target_history == "own"
+        target_prev = torch.zeros((t_all, s_max), dtype=torch.long) if own else None
         grounded = torch.zeros((t_all, 1 + s_max, GROUNDING_DIM)) if self.grounding else None
         measured = torch.zeros((t_all, 1 + s_max, REPLY_MEASURES_DIM)) if self.reply_measures else None
         known = torch.zeros((t_all, 1 + s_max, self.knowledge_dim)) if self.knowledge is not None else None
@@ -193,6 +206,7 @@ class FrozenPairEncoder(PairEncoder):
             user_said = Mentioned()  # the user's words alone: what the looked-up facts are held against
             asked, heard = None, 0  # the user's latest stated request, and the turns read for it
             agent_said: set = set()  # the agent's bigrams before turn t
+            own_said: list[set] = [set() for _ in range(s_max)]  # each target sample's own, before turn t
             seen = 0
             for k, t in enumerate(d.agent_turns):
                 history = d.turns[:t]
@@ -201,7 +215,9 @@ class FrozenPairEncoder(PairEncoder):
                     seen = t
                     measured[r, 0] = torch.tensor(reply_measures(d.turns[t].text, history, agent_said))
                     for s, reply in enumerate(d.target_replies[k]):
-                        measured[r, 1 + s] = torch.tensor(reply_measures(reply, history, agent_said))
+                        measured[r, 1 + s] = torch.tensor(reply_measures(reply, history, own_said[s] if own else agent_said))
+                        if own:
+                            own_said[s] |= set(bigrams(word_tokens(reply)))
                 if known is not None:
                     user_said.extend(history, role="user")
                     if self.reads_requests:
@@ -239,6 +255,11 @@ class FrozenPairEncoder(PairEncoder):
                     target_valid[r, s] = True
                 last_user[r] = row(history[user_at].text) if user_at is not None else 0
                 prev_agent[r] = row(history[agent_at].text) if agent_at is not None else 0
+                if own:
+                    # the sample drawn at the previous agent turn, where there was one; else the logged reply
+                    target_prev[r] = target[r - 1] if k else 0
+                    if k:
+                        target_prev[r, ~target_valid[r - 1]] = prev_agent[r]
                 if first_user is not None:
                     first_user[r] = next((row(u.text) for u in history if u.role == "user" and u.text.strip()), 0)
                 earlier = [row(history[j].text) for j in range(t) if j not in (user_at, agent_at)]
@@ -266,7 +287,7 @@ class FrozenPairEncoder(PairEncoder):
         if self.agreement:
             agree = agreement_features(vectors_of, texts_of, logged, target, target_valid, lengths)
         return FrozenPrepared(table, lengths, max_agent_turns, logged, target, last_user, prev_agent, summary, position,
-                              target_valid, first_user, agree, grounded, measured, requested, known)
+                              target_valid, first_user, agree, grounded, measured, requested, known, target_prev)
 
     def turn_rows(self, prepared: FrozenPrepared, index: torch.Tensor, n_agent_turns: torch.Tensor | None = None
                   ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -284,7 +305,13 @@ class FrozenPairEncoder(PairEncoder):
         state = torch.cat([parts[b]() for b in self.blocks] or [table.new_zeros(len(r), 0)], dim=-1)  # [T, *]
         target_reply = table[prepared.target_reply[r]]  # [T, S, d]
         logged = torch.cat([table[prepared.logged_reply[r]], state], dim=-1)
-        target = torch.cat([target_reply, state.unsqueeze(1).expand(-1, target_reply.shape[1], -1)], dim=-1)
+        target_state = state.unsqueeze(1).expand(-1, target_reply.shape[1], -1)
+        if prepared.target_prev is not None and "prev_agent" in self.blocks:
+            at = sum(self.position_buckets if b == "position" else table.shape[1]
+                     for b in self.blocks[: self.blocks.index("prev_agent")])
+            target_state = torch.cat([target_state[..., :at], table[prepared.target_prev[r]],
+                                      target_state[..., at + table.shape[1]:]], dim=-1)
+        target = torch.cat([target_reply, target_state], dim=-1)
         target_valid = prepared.target_valid[r]
         if self.projection is not None:
             device = self.projection.weight.device

@@ -22,7 +22,7 @@ VALUE_DEFAULTS = {"value": "weighted", "q_ridge": 1e-6}
 RANDOM_FEATURE_DEFAULTS = {"random_features": 0, "random_features_scale": 1.0}
 # settings added after results were saved that change nothing at these values (the dr value's
 # guard only flags): left out of a fingerprint while at them
-LATER_DEFAULTS = {"turn_interactions": False, "dr_slot_tol": 0.1, "grounding": False, "reply_measures": False, "pca": "randomized", "request": False, "knowledge": None, "interval_refit": "multipliers"}
+LATER_DEFAULTS = {"turn_interactions": False, "dr_slot_tol": 0.1, "grounding": False, "reply_measures": False, "pca": "randomized", "request": False, "knowledge": None, "interval_refit": "multipliers", "target_history": "logged"}
 Q_MODEL_FIELDS = frozenset({"q_model", "fqe"})  # left out of a fingerprint while q_model is lstd or the value weighted
 FQE_DEFAULTS = {"project_dim": None, "position": False, "ensemble": 1, "standardise": False, "linear_members": 0, "lstd_residual": False}  # fqe fields left out of a fingerprint at these values (results saved before them stay valid)
 
@@ -175,6 +175,10 @@ class DiceConfig(BaseModel):
     # user's request and whether the base searched with the user's words refutes it), from
     # 'python:<module>:<factory>' (encoders/knowledge.py knowledge_measures); null: none
     knowledge: str | None = Field(None, pattern=KNOWLEDGE_SPEC)
+    # frozen: whose earlier replies a target reply follows in its pair's features: the logged
+    # agent's (logged), or the target's own replies at the dialogue's earlier agent turns (own),
+    # in the state's prev_agent block and the reply measures' repetition of the agent
+    target_history: Literal["logged", "own"] = "logged"
     device: Literal["auto", "cpu", "cuda"] = "auto"
     # CPU threads for torch in the estimate command: the per-step ops are small, and on a busy
     # 2-core machine two threads ran 8x slower than one (benchmarks/results/ope_speed.md)
@@ -188,7 +192,7 @@ class DiceConfig(BaseModel):
         # projection or the text agreement block would make the tabular problem approximate
         # again, so the text features' settings never apply to it
         if isinstance(data, dict) and data.get("encoder") == "onehot":
-            data = dict(data, project_dim=None, agreement=False, grounding=False, reply_measures=False, request=False, knowledge=None, random_features=0, turn_interactions=False)
+            data = dict(data, project_dim=None, agreement=False, grounding=False, reply_measures=False, request=False, knowledge=None, random_features=0, turn_interactions=False, target_history="logged")
         return data
 
     @model_validator(mode="after")
@@ -207,6 +211,8 @@ class DiceConfig(BaseModel):
                 raise ValueError("solver exact_nu needs " + "; ".join(missing))
         if self.grounding and self.encoder == "finetune":
             raise ValueError("grounding is a block of the frozen encoder's pair vectors: it needs encoder frozen")
+        if self.target_history != "logged" and self.encoder != "frozen":
+            raise ValueError("target_history own reads the frozen encoder's blocks: it needs encoder frozen")
         if self.reply_measures and self.encoder == "finetune":
             raise ValueError("reply_measures is a block of the frozen encoder's pair vectors: it needs encoder frozen")
         if self.request and self.encoder == "finetune":

@@ -151,7 +151,7 @@ def build_encoder(cfg: DiceConfig, cache_dir: str | Path | None = None, encode: 
             encode.embedding_cache(cfg.encoder_model, progress=progress), position_buckets=f.position_buckets,
             projection_dim=f.projection_dim, blocks=tuple(f.blocks), agreement=cfg.agreement,
             grounding=cfg.grounding, reply_measures=cfg.reply_measures, request=cfg.request,
-            knowledge=load_knowledge(cfg.knowledge) if cfg.knowledge else None,
+            knowledge=load_knowledge(cfg.knowledge) if cfg.knowledge else None, target_history=cfg.target_history,
         )
     from enigma.encoders.finetune import FinetunePairEncoder
 
