@@ -330,3 +330,37 @@ def test_sources_set_in_the_params_file_reach_the_estimate_through_the_cli(setti
     with pytest.raises(AssertionError, match="sample.agents.transcripts.sources: true"):
         estimate("refused", False)
     assert estimate("knowledge", True) != on
+
+
+def test_target_history_source_set_in_the_params_file_reads_the_stand_ins_own_chats_through_the_cli(settings, tmp_path):
+    """``dice.target_history: source`` in the user's params file: a stand-in that records its
+    sources has each reply read after the chat it was said in (its measures, its previous turn),
+    so the estimate moves; without sources there is nothing else to read it after, and the
+    estimate is the logged reading's. ``own`` reads it after the stand-in's earlier replies."""
+    import yaml
+    from typer.testing import CliRunner
+
+    from enigma.cli import app
+
+    store = _booking_store(tmp_path / "store")
+    params = yaml.safe_load((Path(__file__).resolve().parents[2] / "params.yaml").read_text())
+    params["sample"]["agents"]["transcripts"]["embed_cache_dir"] = settings.transcripts.embed_cache_dir
+    params["estimators"]["enigma"]["dice"].update(interval_resamples=0, project_dim=4)  # a store of 8 chats
+
+    def estimate(name: str, sources: bool, history: str) -> dict:
+        params["sample"]["agents"]["transcripts"]["sources"] = sources
+        params["estimators"]["enigma"]["dice"]["target_history"] = history
+        (tmp_path / f"{name}.yaml").write_text(yaml.safe_dump(params))
+        r = CliRunner().invoke(app, ["estimate", "--experience", str(store), "--target", f"polite=transcripts:{store}?agent=polite",
+                                     "--out", str(tmp_path / name), "--params", str(tmp_path / f"{name}.yaml"),
+                                     "--cache-dir", str(tmp_path / "cache" / name), "-q"])
+        assert r.exit_code in (0, 3), r.output  # 3: flagged (a handful of dialogues), still estimated
+        out = json.loads((tmp_path / name / "estimates.json").read_text())
+        assert out["diagnostics"]["polite"]["config"]["target_history"] == history
+        return out["targets"]
+
+    assert estimate("source", True, "source") != estimate("logged", True, "logged")
+    logged = estimate("unsourced-logged", False, "logged")
+    assert estimate("unsourced", False, "source") == logged
+    # own: each reply read after the stand-in's own replies at the chat's earlier turns
+    assert estimate("own", False, "own") != logged

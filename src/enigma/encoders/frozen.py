@@ -64,9 +64,10 @@ from enigma.reply_measures import words as word_tokens
 # The state blocks, in the order they follow the reply embedding.
 STATE_BLOCKS = ("last_user", "prev_agent", "summary", "first_user", "position")
 DEFAULT_BLOCKS = ("last_user", "prev_agent", "summary", "position")
-# whose earlier replies a target reply follows: the logged agent's, or the target's own replies at
-# the dialogue's earlier agent turns (what the user would have read from the target)
-TARGET_HISTORIES = ("logged", "own")
+# whose earlier turns a target reply follows: the logged dialogue's; the target's own replies at the
+# dialogue's earlier agent turns (what the user would have read from the target); or, for a reply
+# retrieved by a stand-in that records its sources, the conversation it was said in (else logged)
+TARGET_HISTORIES = ("logged", "own", "source")
 
 
 @dataclass
@@ -190,8 +191,8 @@ class FrozenPairEncoder(PairEncoder):
         first_user = torch.zeros(t_all, dtype=torch.long) if "first_user" in self.blocks or self.request else None
         position = torch.zeros(t_all, dtype=torch.long)
         target_valid = torch.zeros((t_all, s_max), dtype=torch.bool)
-        own = self.target_history == "own"
-        target_prev = torch.zeros((t_all, s_max), dtype=torch.long) if own else None
+        own, from_source = self.target_history == "own", self.target_history == "source"
+        target_prev = torch.zeros((t_all, s_max), dtype=torch.long) if own or from_source else None
         grounded = torch.zeros((t_all, 1 + s_max, GROUNDING_DIM)) if self.grounding else None
         measured = torch.zeros((t_all, 1 + s_max, REPLY_MEASURES_DIM)) if self.reply_measures else None
         known = torch.zeros((t_all, 1 + s_max, self.knowledge_dim)) if self.knowledge is not None else None
@@ -215,7 +216,11 @@ class FrozenPairEncoder(PairEncoder):
                     seen = t
                     measured[r, 0] = torch.tensor(reply_measures(d.turns[t].text, history, agent_said))
                     for s, reply in enumerate(d.target_replies[k]):
-                        measured[r, 1 + s] = torch.tensor(reply_measures(reply, history, own_said[s] if own else agent_said))
+                        where = d.source_of(k, s) if from_source else None
+                        if where is not None:
+                            measured[r, 1 + s] = torch.tensor(reply_measures(reply, *speaker_view(where)))
+                        else:
+                            measured[r, 1 + s] = torch.tensor(reply_measures(reply, history, own_said[s] if own else agent_said))
                         if own:
                             own_said[s] |= set(bigrams(word_tokens(reply)))
                 if known is not None:
@@ -260,6 +265,13 @@ class FrozenPairEncoder(PairEncoder):
                     target_prev[r] = target[r - 1] if k else 0
                     if k:
                         target_prev[r, ~target_valid[r - 1]] = prev_agent[r]
+                elif from_source:
+                    target_prev[r] = prev_agent[r]
+                    for s in range(len(d.target_replies[k])):
+                        where = d.source_of(k, s)
+                        if where is not None:
+                            before = speaker_view(where)[0]
+                            target_prev[r, s] = next((row(u.text) for u in reversed(before) if u.role == "agent"), 0)
                 if first_user is not None:
                     first_user[r] = next((row(u.text) for u in history if u.role == "user" and u.text.strip()), 0)
                 earlier = [row(history[j].text) for j in range(t) if j not in (user_at, agent_at)]
@@ -427,6 +439,18 @@ def source_turns(source: str) -> tuple[Turn, ...]:
 
 
 @functools.lru_cache(maxsize=1 << 14)
+@functools.lru_cache(maxsize=1 << 14)
+def speaker_view(source: str) -> tuple[tuple[Turn, ...], set]:
+    """A retrieved reply's own conversation before it as its speaker saw it (its own turns
+    "agent", the other side's "user"), and the speaker's bigrams there: ``reply_measures``'s
+    history and ``said``. In self-play the bot spoke on both sides; a reply after an agent turn
+    was said from the user's side, so the roles are swapped."""
+    turns = source_turns(source)
+    if turns and turns[-1].role == "agent":
+        turns = tuple(Turn("agent" if t.role == "user" else "user", t.text) for t in turns)
+    return turns, agent_bigrams(turns)
+
+
 def source_said(source: str, role: str | None = None) -> Mentioned:
     """What a retrieved reply's own conversation had said before it (with ``role``, that speaker
     alone); a stand-in retrieves the same few thousand replies again and again."""

@@ -175,10 +175,11 @@ class DiceConfig(BaseModel):
     # user's request and whether the base searched with the user's words refutes it), from
     # 'python:<module>:<factory>' (encoders/knowledge.py knowledge_measures); null: none
     knowledge: str | None = Field(None, pattern=KNOWLEDGE_SPEC)
-    # frozen: whose earlier replies a target reply follows in its pair's features: the logged
-    # agent's (logged), or the target's own replies at the dialogue's earlier agent turns (own),
-    # in the state's prev_agent block and the reply measures' repetition of the agent
-    target_history: Literal["logged", "own"] = "logged"
+    # frozen: whose earlier turns a target reply follows in its pair's features (the state's
+    # prev_agent block and the reply measures): the logged dialogue's (logged); the target's own
+    # replies at the dialogue's earlier agent turns (own); or, for a reply retrieved by a stand-in
+    # that records its sources, the conversation it was said in (source; other replies: logged)
+    target_history: Literal["logged", "own", "source"] = "logged"
     device: Literal["auto", "cpu", "cuda"] = "auto"
     # CPU threads for torch in the estimate command: the per-step ops are small, and on a busy
     # 2-core machine two threads ran 8x slower than one (benchmarks/results/ope_speed.md)
@@ -212,7 +213,7 @@ class DiceConfig(BaseModel):
         if self.grounding and self.encoder == "finetune":
             raise ValueError("grounding is a block of the frozen encoder's pair vectors: it needs encoder frozen")
         if self.target_history != "logged" and self.encoder != "frozen":
-            raise ValueError("target_history own reads the frozen encoder's blocks: it needs encoder frozen")
+            raise ValueError(f"target_history {self.target_history} reads the frozen encoder's blocks: it needs encoder frozen")
         if self.reply_measures and self.encoder == "finetune":
             raise ValueError("reply_measures is a block of the frozen encoder's pair vectors: it needs encoder frozen")
         if self.request and self.encoder == "finetune":
