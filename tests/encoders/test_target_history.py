@@ -94,10 +94,14 @@ def test_the_setting_needs_the_frozen_encoder_and_leaves_the_default_out_of_fing
 
     with pytest.raises(ValueError, match="target_history"):
         DiceConfig.preset("default", encoder="finetune", target_history="own")
-    assert DiceConfig.preset("exact_nu", encoder="onehot", target_history="own").target_history == "logged"
+    # onehot's states are the whole history: nothing to read it after but the logs (no sources there)
+    assert DiceConfig.preset("exact_nu", encoder="onehot", target_history="own").target_history == "source"
     with pytest.raises(ValueError, match="target_history"):
         FrozenPairEncoder(cache, target_history="theirs")
-    default = EnigmaEstimator(DiceConfig.preset("exact_nu")).fingerprint()
-    assert "target_history" not in default  # results saved before the setting stay valid
-    own = EnigmaEstimator(DiceConfig.preset("exact_nu", target_history="own")).fingerprint()
-    assert '"target_history": "own"' in own
+    # the default reads sources where a stand-in recorded them, and is the logged reading
+    # elsewhere: results saved before the setting (no table had sources then) stay valid
+    assert DiceConfig.preset("exact_nu").target_history == "source"
+    assert "target_history" not in EnigmaEstimator(DiceConfig.preset("exact_nu")).fingerprint()
+    for other in ("logged", "own"):
+        fingerprint = EnigmaEstimator(DiceConfig.preset("exact_nu", target_history=other)).fingerprint()
+        assert f'"target_history": "{other}"' in fingerprint

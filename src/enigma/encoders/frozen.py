@@ -128,7 +128,7 @@ class FrozenPairEncoder(PairEncoder):
         reply_measures: bool = False,
         request: bool = False,
         knowledge: KnowledgeBase | None = None,
-        target_history: str = "logged",
+        target_history: str = "source",
     ) -> None:
         super().__init__()
         if target_history not in TARGET_HISTORIES:

@@ -22,7 +22,7 @@ VALUE_DEFAULTS = {"value": "weighted", "q_ridge": 1e-6}
 RANDOM_FEATURE_DEFAULTS = {"random_features": 0, "random_features_scale": 1.0}
 # settings added after results were saved that change nothing at these values (the dr value's
 # guard only flags): left out of a fingerprint while at them
-LATER_DEFAULTS = {"turn_interactions": False, "dr_slot_tol": 0.1, "grounding": False, "reply_measures": False, "pca": "randomized", "request": False, "knowledge": None, "interval_refit": "multipliers", "target_history": "logged"}
+LATER_DEFAULTS = {"turn_interactions": False, "dr_slot_tol": 0.1, "grounding": False, "reply_measures": False, "pca": "randomized", "request": False, "knowledge": None, "interval_refit": "multipliers", "target_history": "source"}
 Q_MODEL_FIELDS = frozenset({"q_model", "fqe"})  # left out of a fingerprint while q_model is lstd or the value weighted
 FQE_DEFAULTS = {"project_dim": None, "position": False, "ensemble": 1, "standardise": False, "linear_members": 0, "lstd_residual": False}  # fqe fields left out of a fingerprint at these values (results saved before them stay valid)
 
@@ -176,10 +176,12 @@ class DiceConfig(BaseModel):
     # 'python:<module>:<factory>' (encoders/knowledge.py knowledge_measures); null: none
     knowledge: str | None = Field(None, pattern=KNOWLEDGE_SPEC)
     # frozen: whose earlier turns a target reply follows in its pair's features (the state's
-    # prev_agent block and the reply measures): the logged dialogue's (logged); the target's own
-    # replies at the dialogue's earlier agent turns (own); or, for a reply retrieved by a stand-in
-    # that records its sources, the conversation it was said in (source; other replies: logged)
-    target_history: Literal["logged", "own", "source"] = "logged"
+    # prev_agent block and the reply measures): for a reply retrieved by a stand-in that records
+    # its sources, the conversation it was said in, and for any other reply the logged dialogue
+    # (source, the default: without sources it is logged exactly, so results saved before the
+    # setting stay valid); the logged dialogue's always (logged); or the target's own replies at
+    # the dialogue's earlier agent turns (own). Measured: docs/estimator.md
+    target_history: Literal["logged", "own", "source"] = "source"
     device: Literal["auto", "cpu", "cuda"] = "auto"
     # CPU threads for torch in the estimate command: the per-step ops are small, and on a busy
     # 2-core machine two threads ran 8x slower than one (benchmarks/results/ope_speed.md)
@@ -193,7 +195,7 @@ class DiceConfig(BaseModel):
         # projection or the text agreement block would make the tabular problem approximate
         # again, so the text features' settings never apply to it
         if isinstance(data, dict) and data.get("encoder") == "onehot":
-            data = dict(data, project_dim=None, agreement=False, grounding=False, reply_measures=False, request=False, knowledge=None, random_features=0, turn_interactions=False, target_history="logged")
+            data = dict(data, project_dim=None, agreement=False, grounding=False, reply_measures=False, request=False, knowledge=None, random_features=0, turn_interactions=False, target_history="source")
         return data
 
     @model_validator(mode="after")
@@ -212,8 +214,8 @@ class DiceConfig(BaseModel):
                 raise ValueError("solver exact_nu needs " + "; ".join(missing))
         if self.grounding and self.encoder == "finetune":
             raise ValueError("grounding is a block of the frozen encoder's pair vectors: it needs encoder frozen")
-        if self.target_history != "logged" and self.encoder != "frozen":
-            raise ValueError(f"target_history {self.target_history} reads the frozen encoder's blocks: it needs encoder frozen")
+        if self.target_history == "own" and self.encoder != "frozen":
+            raise ValueError("target_history own reads the frozen encoder's blocks: it needs encoder frozen")
         if self.reply_measures and self.encoder == "finetune":
             raise ValueError("reply_measures is a block of the frozen encoder's pair vectors: it needs encoder frozen")
         if self.request and self.encoder == "finetune":
