@@ -298,30 +298,46 @@ def _booking_store(path: Path) -> Path:
     return chat_store(chats, ("q",)).write(path)
 
 
-def test_sources_set_in_the_params_file_reach_the_estimate_through_the_cli(settings, tmp_path):
-    """The user's path: ``sample.agents.transcripts.sources`` in the params file, ``enigma estimate
-    --target`` with a stand-in spec. The retrieved replies name the stand-in's own customers and
-    cities; with their sources the grounding block reads them against those chats, so the estimate
-    moves (with the block blind to the sources, the two estimates are the same)."""
+def _booking_params(settings) -> dict:
+    """The repository's params.yaml for a store of 8 chats, with the tests' sentence-vector cache."""
+    import yaml
+
+    params = yaml.safe_load((Path(__file__).resolve().parents[2] / "params.yaml").read_text())
+    params["sample"]["agents"]["transcripts"]["embed_cache_dir"] = settings.transcripts.embed_cache_dir
+    params["estimators"]["enigma"]["dice"].update(interval_resamples=0, project_dim=4)
+    return params
+
+
+def _estimate_polite(store: Path, params: dict, tmp_path: Path, name: str) -> dict:
+    """``enigma estimate`` as a user runs it, ``params`` written as their params file: regime (c),
+    'polite' stood in for by its own chats and estimated from 'blunt's. The estimates.json."""
     import yaml
     from typer.testing import CliRunner
 
     from enigma.cli import app
 
-    store = _booking_store(tmp_path / "store")
-    params = yaml.safe_load((Path(__file__).resolve().parents[2] / "params.yaml").read_text())
-    params["sample"]["agents"]["transcripts"]["embed_cache_dir"] = settings.transcripts.embed_cache_dir
-    params["estimators"]["enigma"]["dice"].update(interval_resamples=0, project_dim=4)  # a store of 8 chats
+    (tmp_path / f"{name}.yaml").write_text(yaml.safe_dump(params))
+    r = CliRunner().invoke(app, ["estimate", "--experience", str(store), "--target", f"polite=transcripts:{store}?agent=polite",
+                                 "--out", str(tmp_path / name), "--params", str(tmp_path / f"{name}.yaml"),
+                                 "--cache-dir", str(tmp_path / "cache" / name), "-q"])
+    assert r.exit_code in (0, 3), r.output  # 3: flagged (a handful of dialogues), still estimated
+    return json.loads((tmp_path / name / "estimates.json").read_text())
 
-    def estimate(name: str, sources: bool) -> float:
+
+def test_sources_set_in_the_params_file_reach_the_estimate_through_the_cli(settings, tmp_path):
+    """The user's path: ``sample.agents.transcripts.sources`` in the params file, ``enigma estimate
+    --target`` with a stand-in spec. The retrieved replies name the stand-in's own customers and
+    cities; with their sources the grounding block reads them against those chats, so the estimate
+    moves (with the block blind to the sources, the two estimates are the same). The previous turn
+    and the reply measures read the logged chat here (``target_history: logged``), so that only the
+    grounding block can tell the two runs apart."""
+    store = _booking_store(tmp_path / "store")
+    params = _booking_params(settings)
+    params["estimators"]["enigma"]["dice"]["target_history"] = "logged"
+
+    def estimate(name: str, sources: bool) -> dict:
         params["sample"]["agents"]["transcripts"]["sources"] = sources
-        (tmp_path / f"{name}.yaml").write_text(yaml.safe_dump(params))
-        # regime (c): 'polite' stood in for by its own chats, estimated from 'blunt's
-        r = CliRunner().invoke(app, ["estimate", "--experience", str(store), "--target", f"polite=transcripts:{store}?agent=polite",
-                                     "--out", str(tmp_path / name), "--params", str(tmp_path / f"{name}.yaml"),
-                                     "--cache-dir", str(tmp_path / "cache" / name), "-q"])
-        assert r.exit_code in (0, 3), r.output  # 3: flagged (a handful of dialogues), still estimated
-        return json.loads((tmp_path / name / "estimates.json").read_text())
+        return _estimate_polite(store, params, tmp_path, name)
 
     on, off = estimate("on", True), estimate("off", False)
     assert on != off
@@ -337,25 +353,13 @@ def test_target_history_source_set_in_the_params_file_reads_the_stand_ins_own_ch
     sources has each reply read after the chat it was said in (its measures, its previous turn),
     so the estimate moves; without sources there is nothing else to read it after, and the
     estimate is the logged reading's. ``own`` reads it after the stand-in's earlier replies."""
-    import yaml
-    from typer.testing import CliRunner
-
-    from enigma.cli import app
-
     store = _booking_store(tmp_path / "store")
-    params = yaml.safe_load((Path(__file__).resolve().parents[2] / "params.yaml").read_text())
-    params["sample"]["agents"]["transcripts"]["embed_cache_dir"] = settings.transcripts.embed_cache_dir
-    params["estimators"]["enigma"]["dice"].update(interval_resamples=0, project_dim=4)  # a store of 8 chats
+    params = _booking_params(settings)
 
     def estimate(name: str, sources: bool, history: str) -> dict:
         params["sample"]["agents"]["transcripts"]["sources"] = sources
         params["estimators"]["enigma"]["dice"]["target_history"] = history
-        (tmp_path / f"{name}.yaml").write_text(yaml.safe_dump(params))
-        r = CliRunner().invoke(app, ["estimate", "--experience", str(store), "--target", f"polite=transcripts:{store}?agent=polite",
-                                     "--out", str(tmp_path / name), "--params", str(tmp_path / f"{name}.yaml"),
-                                     "--cache-dir", str(tmp_path / "cache" / name), "-q"])
-        assert r.exit_code in (0, 3), r.output  # 3: flagged (a handful of dialogues), still estimated
-        out = json.loads((tmp_path / name / "estimates.json").read_text())
+        out = _estimate_polite(store, params, tmp_path, name)
         assert out["diagnostics"]["polite"]["config"]["target_history"] == history
         return out["targets"]
 
