@@ -297,10 +297,13 @@ def test_a_knowledge_base_that_cannot_be_loaded_is_one_clear_line_and_exit_2(tmp
 
 
 def test_a_knowledge_base_with_a_retrieval_stand_in_is_refused_before_any_work(tmp_path):
+    """A stand-in that does not record where its replies were said (``sources: false``; the
+    default records them, and the base is then read: tests/agents/test_transcripts.py)."""
     import yaml
 
     store = T.write_tiny_store(tmp_path / "store", n_dialogues=4)
     params = yaml.safe_load(PARAMS.read_text())
+    params["sample"]["agents"]["transcripts"]["sources"] = False
     params["estimators"]["enigma"]["dice"].update(knowledge="python:enigma.sim.knowledge:airline_checked", interval_resamples=0)
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
     r = enigma("estimate", "--experience", store, "--target", f"t=transcripts:{store}", "--out", tmp_path / "out",
