@@ -99,8 +99,9 @@ class FrozenPrepared:
     # [T, 1 + S, K] the replies' looked-up facts against the user's words, laid out the same way
     # (K: the base's knowledge_measures)
     knowledge: torch.Tensor | None = None
-    # [T, S] rows of each target sample's own previous reply, which its state's prev_agent block
-    # reads instead of the logged agent's (``target_history: own``); None: the logged agent's
+    # [T, S] rows of the previous agent turn each target sample's prev_agent block reads instead of
+    # the logged one (``target_history`` own: the sample's own previous reply; source: its
+    # speaker's previous turn in its source chat); None: the logged one
     target_prev: torch.Tensor | None = None
 
     def __len__(self) -> int:
@@ -191,7 +192,9 @@ class FrozenPairEncoder(PairEncoder):
         first_user = torch.zeros(t_all, dtype=torch.long) if "first_user" in self.blocks or self.request else None
         position = torch.zeros(t_all, dtype=torch.long)
         target_valid = torch.zeros((t_all, s_max), dtype=torch.bool)
-        own, from_source = self.target_history == "own", self.target_history == "source"
+        own = self.target_history == "own"
+        # without any sources, "source" is the logged reading: no per-sample state to build
+        from_source = self.target_history == "source" and any(d.target_sources is not None for d in dialogues)
         target_prev = torch.zeros((t_all, s_max), dtype=torch.long) if own or from_source else None
         grounded = torch.zeros((t_all, 1 + s_max, GROUNDING_DIM)) if self.grounding else None
         measured = torch.zeros((t_all, 1 + s_max, REPLY_MEASURES_DIM)) if self.reply_measures else None
@@ -207,7 +210,7 @@ class FrozenPairEncoder(PairEncoder):
             user_said = Mentioned()  # the user's words alone: what the looked-up facts are held against
             asked, heard = None, 0  # the user's latest stated request, and the turns read for it
             agent_said: set = set()  # the agent's bigrams before turn t
-            own_said: list[set] = [set() for _ in range(s_max)]  # each target sample's own, before turn t
+            own_said = [set() for _ in range(s_max)] if own else None  # each target sample's own bigrams, before turn t
             seen = 0
             for k, t in enumerate(d.agent_turns):
                 history = d.turns[:t]
@@ -262,8 +265,8 @@ class FrozenPairEncoder(PairEncoder):
                 prev_agent[r] = row(history[agent_at].text) if agent_at is not None else 0
                 if own:
                     # the sample drawn at the previous agent turn, where there was one; else the logged reply
-                    target_prev[r] = target[r - 1] if k else 0
                     if k:
+                        target_prev[r] = target[r - 1]
                         target_prev[r, ~target_valid[r - 1]] = prev_agent[r]
                 elif from_source:
                     target_prev[r] = prev_agent[r]
@@ -439,7 +442,6 @@ def source_turns(source: str) -> tuple[Turn, ...]:
 
 
 @functools.lru_cache(maxsize=1 << 14)
-@functools.lru_cache(maxsize=1 << 14)
 def speaker_view(source: str) -> tuple[tuple[Turn, ...], set]:
     """A retrieved reply's own conversation before it as its speaker saw it (its own turns
     "agent", the other side's "user"), and the speaker's bigrams there: ``reply_measures``'s
@@ -451,6 +453,7 @@ def speaker_view(source: str) -> tuple[tuple[Turn, ...], set]:
     return turns, agent_bigrams(turns)
 
 
+@functools.lru_cache(maxsize=1 << 14)
 def source_said(source: str, role: str | None = None) -> Mentioned:
     """What a retrieved reply's own conversation had said before it (with ``role``, that speaker
     alone); a stand-in retrieves the same few thousand replies again and again."""
