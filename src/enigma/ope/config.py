@@ -75,7 +75,7 @@ class DiceConfig(BaseModel):
     head_hidden: int = Field(64, ge=0, description="hidden width of the GELU MLP heads; 0 = linear")
     project_dim: int | None = Field(None, ge=1, description="frozen encoders: fixed whitened PCA to this many dims before the heads")
     pca: Literal["randomized", "exact"] = Field("randomized", description="how project_dim's (and fqe.project_dim's) PCA is found: "
-                                                "randomized (torch.pca_lowrank, seeded) or exact (eigenvectors of the scatter matrix)")
+                                                "randomized (torch.pca_lowrank, seeded, on the CPU whatever the device) or exact (eigenvectors of the scatter matrix)")
     # capacity for linear heads (exact_nu): random Fourier features of the (projected) text and
     # agreement features, appended to them, so the heads read a Gaussian kernel's approximation
     random_features: int = Field(0, ge=0, description="frozen encoders: this many random Fourier features appended; 0 = none")

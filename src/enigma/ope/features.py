@@ -49,8 +49,12 @@ def pca_projection(stacked: torch.Tensor, k: int, seed: int, chunk_rows: int = 6
     if solver == "exact":
         sv, v = exact_principal_axes(rows, k, chunk_rows)
     elif solver == "randomized":
+        # on the CPU whatever the rows' device: its random test matrix comes from the generator of
+        # the device it runs on, and one drawn on a GPU gave another subspace, so estimates 0.0025
+        # apart at the median and 0.027 at most from the CPU's (benchmarks/results/ope_devices_airline_agents.md)
         torch.manual_seed(seed)
-        _, sv, v = torch.pca_lowrank(rows, q=k, center=False)
+        _, sv, v = torch.pca_lowrank(rows.cpu(), q=k, center=False)
+        sv, v = sv.to(rows.device), v.to(rows.device)
     else:
         raise ValueError(f"pca solver {solver!r}: expected randomized or exact")
     del rows
