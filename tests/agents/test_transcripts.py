@@ -266,19 +266,20 @@ def test_sources_are_the_conversations_the_replies_were_said_in_and_change_no_re
     agent, agent_sourced = load_agent(spec, settings), load_agent(spec, sourced)
     assert "sources" not in agent.fingerprint_parts()["settings"]
     assert fingerprint(spec, agent) != fingerprint(spec, agent_sourced)
-    # on-support: the snapped reply's source is the logged chat it was said in
+    # on-support: a snapped reply's source is the stand-in's own chat where it said the reply it
+    # snapped from (the direct stand-in's draw at the same call), not the logged chat of the words
     on_support = f"transcripts-onsupport:{selfplay}?agent={AGENT}&store={human}"
     snapped = sample_targets(ExperienceStore.open(human), on_support, cache_dir=tmp_path / "c", settings=sourced, progress=False)
-    logged_after = {}
-    for h in ExperienceStore.open(human).histories().values():
-        for t in range(len(h)):
-            if h[t].role == "agent":
-                logged_after.setdefault(h[t].text, set()).add(json.dumps([[x.role, x.text] for x in h[:t]]))
-    pairs = list(zip(snapped.column("text").to_pylist(), snapped.column("source_context").to_pylist()))
-    assert pairs and all(source in logged_after[text] for text, source in pairs)
+    assert snapped.column("source_context").to_pylist() == table.column("source_context").to_pylist()
+    own_chats = set().union(*said_after.values())
+    assert all(source in own_chats for source in snapped.column("source_context").to_pylist())
+    assert snapped.column("text").to_pylist() != table.column("text").to_pylist()  # the words are the logs'
     plain_snapped = sample_targets(ExperienceStore.open(human), on_support, cache_dir=tmp_path / "d", settings=settings, progress=False)
     assert snapped.column("text").to_pylist() == plain_snapped.column("text").to_pylist()
     assert "source_context" not in plain_snapped.column_names
+    snapped_agent = load_agent(on_support, sourced)
+    assert snapped_agent.fingerprint_parts()["snapped_source"] == "the stand-in's own chat"
+    assert "snapped_source" not in load_agent(on_support, settings).fingerprint_parts()
 
 
 def _booking_store(path: Path) -> Path:

@@ -50,10 +50,10 @@ class TranscriptSettings(_Strict):
     top_k: int = Field(1, ge=1)
     # Self-play transcripts have the agent on both sides, so every turn is its own reply.
     both_sides: bool = True
-    # Record with each retrieved reply the conversation it was said in (every turn before it),
-    # as the target table's ``source_context``: the grounding block then reads the reply against
-    # that conversation, not against the logged one whose state retrieved it. Off, the agent's
-    # fingerprint is what it was before this setting existed.
+    # Record with each retrieved reply the conversation the stand-in's agent said it in (every
+    # turn before it; on support, before the reply it snapped from), as the target table's
+    # ``source_context``: ENIGMA then reads the reply in that conversation, not in the logged one
+    # whose state retrieved it. Off, the agent's fingerprint is what it was before this setting existed.
     sources: bool = False
 
 

@@ -20,11 +20,15 @@ own logged openings (turn 0 of its transcripts), drawn uniformly with the call's
 openings keep the agent's own opening distribution.
 
 Sources: with ``sources`` set, a stand-in also says where each reply came from
-(``respond_with_sources``): the turns of its own transcript before it, or for the on-support
-variant, the turns of the logged conversation its snapped reply was said in. A retrieved reply
-names the people, places and numbers of the conversation it was said in; read against the logged
-conversation whose state retrieved it, every such name looks unsaid (the grounding and knowledge
-blocks of ``enigma.encoders.frozen``), so the sampler keeps the source beside the reply.
+(``respond_with_sources``): the turns of its own transcript before the reply it retrieved. A
+retrieved reply names the people, places and numbers of the conversation it was said in, and
+follows its speaker's earlier turns there; read against the logged conversation whose state
+retrieved it, every such name looks unsaid and its previous turn is another agent's (the
+grounding, knowledge and target-history readings of ``enigma.encoders.frozen``), so the sampler
+keeps the source beside the reply. The on-support variant's source is the same: the stand-in's
+own chat where it said the reply it snapped from. The logged chat of the snapped words is another
+agent's, and read there a reply's previous turn and repetition describe that agent
+(``docs/estimator.md``, whose earlier turns a target reply follows).
 
 Ties: several contexts are often identical ("hi how are you"); samples are drawn uniformly
 among all contexts at least as similar as the k-th nearest, so ties do not favour whichever
@@ -243,14 +247,6 @@ class OnSupportTranscriptAgent:
                                  f"(besides {self.direct.agent_id!r}'s own)")
         self.logged_vectors = np.asarray(embedder.embed(self.logged), dtype=np.float32)
         self._snaps: dict[str, list[int]] = {}
-        # a snapped reply was said in the logs: its source is the logged conversation it was said
-        # in (the first, where several agents said the same words)
-        self.logged_sources: dict[str, str] = {}
-        if self.settings.sources:
-            for h in others.histories().values():
-                for t, turn in enumerate(h):
-                    if turn.role == "agent" and turn.text.strip():
-                        self.logged_sources.setdefault(turn.text, source_text(h[:t]))
 
     def prepare(self, histories: Sequence[History]) -> None:
         self.direct.prepare(histories)
@@ -271,20 +267,28 @@ class OnSupportTranscriptAgent:
     def records_sources(self) -> bool:
         return self.settings.sources
 
-    def respond(self, history: History, n: int = 1, seed: int | None = None) -> list[str]:
-        direct = self.direct.respond(history, n=n, seed=seed)
+    def _snap(self, direct: list[tuple[str, str | None]], seed: int | None) -> list[tuple[str, str | None]]:
         rng = random.Random(seed)
-        return [self.logged[rng.choice(self._nearest_logged(text))] for text in direct]
+        return [(self.logged[rng.choice(self._nearest_logged(text))], source) for text, source in direct]
+
+    def respond(self, history: History, n: int = 1, seed: int | None = None) -> list[str]:
+        return [reply for reply, _ in self._snap(self.direct._respond(history, n, seed), seed)]
 
     def respond_with_sources(self, history: History, n: int = 1, seed: int | None = None) -> list[tuple[str, str]]:
-        """``respond``'s replies, each with the logged conversation it was said in."""
+        """``respond``'s replies (same seed, same draws), each with the stand-in's own chat before
+        the reply it snapped from: where the stand-in's agent said what the snapped words stand for."""
         if not self.settings.sources:
             raise AgentSpecError(f"on-support {self.store_path}: sources were not recorded (set transcripts.sources)")
-        return [(text, self.logged_sources[text]) for text in self.respond(history, n=n, seed=seed)]
+        return self._snap(self.direct._respond(history, n, seed), seed)
 
     def fingerprint_parts(self) -> dict[str, Any]:
-        return {"direct": self.direct.fingerprint_parts(), "store": _store_files(self.store_path),
-                "snaps_to": "the store's agent replies but the stand-in agent's own"}
+        parts = {"direct": self.direct.fingerprint_parts(), "store": _store_files(self.store_path),
+                 "snaps_to": "the store's agent replies but the stand-in agent's own"}
+        if self.settings.sources:
+            # until 2026-11-28 a snapped reply's source was the logged chat of its words: samples
+            # cached with those sources are not reused
+            parts["snapped_source"] = "the stand-in's own chat"
+        return parts
 
     def __repr__(self) -> str:
         return (
