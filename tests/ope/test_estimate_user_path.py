@@ -313,6 +313,35 @@ def test_a_knowledge_base_with_a_retrieval_stand_in_is_refused_before_any_work(t
     assert not (tmp_path / "out").exists()
 
 
+def test_a_knowledge_base_with_replies_a_stand_in_sampled_without_sources_is_refused_too(tmp_path):
+    """``--target-actions``: a file written by ``enigma sample`` names the agent that sampled it;
+    a retrieval stand-in's replies without their sources are refused as its spec would be, and
+    with them (the default) the file is read."""
+    import yaml
+
+    store = T.write_tiny_store(tmp_path / "store", n_dialogues=4)
+    params = yaml.safe_load(PARAMS.read_text())
+    params["estimators"]["enigma"]["dice"].update(knowledge="python:enigma.sim.knowledge:airline_checked", interval_resamples=0,
+                                                  project_dim=4)
+    params["sample"]["agents"]["transcripts"]["embed_cache_dir"] = str(tmp_path / "cache" / "embeddings")
+    for sources in (False, True):
+        params["sample"]["agents"]["transcripts"]["sources"] = sources
+        (tmp_path / f"params-{sources}.yaml").write_text(yaml.safe_dump(params))
+    plain, sourced = tmp_path / "plain.parquet", tmp_path / "sourced.parquet"
+    for sources, file in ((False, plain), (True, sourced)):
+        r = enigma("sample", store, f"transcripts:{store}?agent=a1", "-x", "a1", "-o", file, "--params",
+                   tmp_path / f"params-{sources}.yaml", "--cache-dir", tmp_path / "cache", "-q")
+        assert r.exit_code == 0, r.output
+    args = ["estimate", "--experience", store, "--params", tmp_path / "params-True.yaml", "--cache-dir", tmp_path / "cache", "-q"]
+    r = enigma(*args, "--target-actions", f"a1={plain}", "--out", tmp_path / "refused")
+    assert r.exit_code == 2, r.output
+    assert "retrieval stand-in" in r.output and f"--target-actions a1={plain} (sampled from transcripts:" in r.output
+    assert not (tmp_path / "refused").exists()
+    r = enigma(*args, "--target-actions", f"a1={sourced}", "--out", tmp_path / "read")
+    assert r.exit_code in (0, 3), r.output  # 3: a handful of dialogues may be flagged, still estimated
+    assert "a1" in json.loads((tmp_path / "read" / "estimates.json").read_text())["targets"]
+
+
 def test_a_run_that_did_not_converge_is_flagged_and_exits_3(tmp_path):
     # six dialogues of one agent, a target it never resembles: the solver stops short
     store = T.write_tiny_store(tmp_path / "store", n_dialogues=6, agents=("a1",))

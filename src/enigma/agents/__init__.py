@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from enigma.agents.config import AgentSettings
@@ -24,6 +25,7 @@ __all__ = [
     "fingerprint",
     "is_retrieval_stand_in",
     "unsourced_stand_in",
+    "unsourced_stand_in_table",
     "load_agent",
     "parse_spec",
     "state_hash",
@@ -47,6 +49,21 @@ def unsourced_stand_in(spec: str, settings: AgentSettings) -> bool:
     said (``transcripts.sources`` off): a knowledge base would judge such replies against
     customers they never answered (``enigma.encoders.knowledge.STAND_IN_REFUSAL``)."""
     return is_retrieval_stand_in(spec) and not settings.transcripts.sources
+
+
+def unsourced_stand_in_table(path: str | Path) -> str | None:
+    """The spec of the retrieval stand-in that sampled the replies of ``path`` (a target table
+    written by ``enigma sample``, whose metadata names its agent), where the table does not say
+    where they were said (no ``source_context`` column); None for any other table, one that
+    names no agent (made by hand), or a file that cannot be read (its reader says why)."""
+    import pyarrow.parquet as pq
+
+    try:
+        schema = pq.read_schema(path)
+    except Exception:  # pyarrow raises several types; the reader of the file reports it
+        return None
+    spec = (schema.metadata or {}).get(b"enigma.sampling.spec", b"").decode("utf-8", "replace")
+    return spec if is_retrieval_stand_in(spec) and "source_context" not in schema.names else None
 
 
 def load_agent(spec: str, settings: AgentSettings | None = None) -> Agent:

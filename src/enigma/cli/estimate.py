@@ -95,13 +95,17 @@ def run_estimate(
         p = p.model_copy(update={"estimators": {**p.estimators, "enigma": entry.model_copy(update={"dice": {**entry.dice, **overrides}})}})
     cfg = dice_config("enigma", p)
     if cfg.knowledge is not None:
-        from enigma.agents import unsourced_stand_in
+        from enigma.agents import unsourced_stand_in, unsourced_stand_in_table
         from enigma.encoders.knowledge import STAND_IN_REFUSAL
 
-        stand_ins = sorted(n for n, spec in targets.items() if unsourced_stand_in(spec, p.sample.agents))
+        stand_ins = [f"--target {n}={spec}" for n, spec in sorted(targets.items()) if unsourced_stand_in(spec, p.sample.agents)]
+        # a file of replies sampled before: its metadata names the agent that sampled them
+        stand_ins += [f"--target-actions {n}={f} (sampled from {spec})" for n, f in sorted(target_actions.items())
+                      if (spec := unsourced_stand_in_table(f))]
         if stand_ins:
-            raise ParamsError(f"{params}: dice.knowledge {cfg.knowledge!r} with --target {stand_ins[0]}={targets[stand_ins[0]]}: "
-                              f"{STAND_IN_REFUSAL}; set dice.knowledge to null, or sample.agents.transcripts.sources: true")
+            raise ParamsError(f"{params}: dice.knowledge {cfg.knowledge!r} with {stand_ins[0]}: "
+                              f"{STAND_IN_REFUSAL}; set dice.knowledge to null, or sample.agents.transcripts.sources: true "
+                              "(a file of replies: sample it again with it)")
     if cfg.torch_threads:
         import torch
 
