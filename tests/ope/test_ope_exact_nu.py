@@ -167,11 +167,14 @@ def test_a_line_search_stalled_at_float_precision_counts_as_converged():
                                          progress=False, warn=False)
         return curve[-1]["estimate_r"], summary
 
+    # which tolerances stall at precision depends on the machine's float rounding (BLAS kernels):
+    # 5 of seeds 0-2 x (1e-10, 3e-11, 1e-11, 5e-12) on the machines this was written on, 1 on
+    # another; so the search goes on, over more seeds and tolerances, until two stalls are seen
     at_precision = 0
-    for seed in (0, 1, 2):
+    for seed in range(5):
         ordinary, summary = fit(seed)
         assert summary["converged"] and not summary["stalled_at_precision"]
-        for tol in (1e-10, 3e-11, 1e-11, 5e-12):
+        for tol in (1e-9, 3e-10, 1e-10, 3e-11, 1e-11, 7e-12, 5e-12, 3e-12, 2e-12, 1e-12):
             estimate, summary = fit(seed, solver_tol=tol)
             if summary["stalled_at_precision"]:
                 at_precision += 1
@@ -181,7 +184,9 @@ def test_a_line_search_stalled_at_float_precision_counts_as_converged():
         assert not unreachable["converged"] and not unreachable["stalled_at_precision"] and unreachable["iterations"] < 500
         _, capped = fit(seed, steps=3)
         assert not capped["converged"] and not capped["stalled_at_precision"]
-    assert at_precision >= 2  # 5 of the 12 on the machines this was written on
+        if at_precision >= 2:
+            break
+    assert at_precision >= 2  # the stall's path was taken, and checked, twice
 
 
 def test_the_newton_decrement_is_none_where_the_curvature_is_negative():
