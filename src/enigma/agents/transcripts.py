@@ -174,16 +174,17 @@ class TranscriptAgent:
         return self.settings.sources
 
     def respond(self, history: History, n: int = 1, seed: int | None = None) -> list[str]:
-        return [reply for reply, _ in self._respond(history, n, seed)]
+        return [reply for reply, _ in self.retrieve(history, n, seed)]
 
     def respond_with_sources(self, history: History, n: int = 1, seed: int | None = None) -> list[tuple[str, str]]:
         """The same replies as ``respond`` (same seed, same draws), each with the turns of its own
         transcript before it (``source_text``)."""
         if not self.settings.sources:
             raise AgentSpecError(f"transcripts {self.path}: sources were not recorded (set transcripts.sources)")
-        return self._respond(history, n, seed)
+        return self.retrieve(history, n, seed)
 
-    def _respond(self, history: History, n: int, seed: int | None) -> list[tuple[str, str | None]]:
+    def retrieve(self, history: History, n: int, seed: int | None) -> list[tuple[str, str | None]]:
+        """``n`` replies drawn with ``seed``, each with its source (None while ``sources`` is off)."""
         rng = random.Random(seed)
         source = (lambda i: self.sources[i]) if self.settings.sources else (lambda i: None)
         if not history:
@@ -272,14 +273,14 @@ class OnSupportTranscriptAgent:
         return [(self.logged[rng.choice(self._nearest_logged(text))], source) for text, source in direct]
 
     def respond(self, history: History, n: int = 1, seed: int | None = None) -> list[str]:
-        return [reply for reply, _ in self._snap(self.direct._respond(history, n, seed), seed)]
+        return [reply for reply, _ in self._snap(self.direct.retrieve(history, n, seed), seed)]
 
     def respond_with_sources(self, history: History, n: int = 1, seed: int | None = None) -> list[tuple[str, str]]:
         """``respond``'s replies (same seed, same draws), each with the stand-in's own chat before
         the reply it snapped from: where the stand-in's agent said what the snapped words stand for."""
         if not self.settings.sources:
             raise AgentSpecError(f"on-support {self.store_path}: sources were not recorded (set transcripts.sources)")
-        return self._snap(self.direct._respond(history, n, seed), seed)
+        return self._snap(self.direct.retrieve(history, n, seed), seed)
 
     def fingerprint_parts(self) -> dict[str, Any]:
         parts = {"direct": self.direct.fingerprint_parts(), "store": _store_files(self.store_path),
