@@ -34,15 +34,16 @@ RESULTS = REPO / "benchmarks" / "results"
 
 
 def _rows(results: Path) -> dict[tuple[str, str], dict]:
+    from enigma.evaluation.results import read_results
+
     out = {}
-    for f in sorted((results / "enigma").glob("*.json")):
-        for row in json.loads(f.read_text())["rows"]:
-            diag = json.loads(row["diagnostics"])
-            out[(row["agent_id"], row["rating"])] = {
-                "dr": row["estimate"], "weighted": diag["all"]["values"][row["rating"]]["weighted"],
-                "low": row["interval_low"], "high": row["interval_high"], "iterations": diag["all"]["iterations"],
-                "seconds": row["seconds"], "device": diag["config"]["device"],
-            }
+    for row in read_results(results).query("estimator == 'enigma'").to_dict("records"):
+        diag = json.loads(row["diagnostics"])
+        out[(row["agent_id"], row["rating"])] = {
+            "dr": row["estimate"], "weighted": diag["all"]["values"][row["rating"]]["weighted"],
+            "low": row["interval_low"], "high": row["interval_high"], "iterations": diag["all"]["iterations"],
+            "seconds": row["seconds"], "device": diag["config"]["device"],
+        }
     return out
 
 

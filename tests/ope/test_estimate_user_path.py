@@ -296,18 +296,26 @@ def test_a_knowledge_base_that_cannot_be_loaded_is_one_clear_line_and_exit_2(tmp
     assert "dice.knowledge 'python:enigma.sim.knowledge:no_such_base'" in r.output and "no_such_base" in r.output
 
 
+def _params_with_knowledge(tmp_path: Path, sources: bool, **dice) -> Path:
+    """The repository's params.yaml with the airline knowledge base, no interval, and the stand-ins'
+    ``transcripts.sources`` as given (their sentence vectors under ``tmp_path``), written there."""
+    import yaml
+
+    params = yaml.safe_load(PARAMS.read_text())
+    params["estimators"]["enigma"]["dice"].update(knowledge="python:enigma.sim.knowledge:airline_checked", interval_resamples=0, **dice)
+    params["sample"]["agents"]["transcripts"].update(sources=sources, embed_cache_dir=str(tmp_path / "cache" / "embeddings"))
+    path = tmp_path / f"params-{sources}.yaml"
+    path.write_text(yaml.safe_dump(params))
+    return path
+
+
 def test_a_knowledge_base_with_a_retrieval_stand_in_is_refused_before_any_work(tmp_path):
     """A stand-in that does not record where its replies were said (``sources: false``; the
     default records them, and the base is then read: tests/agents/test_transcripts.py)."""
-    import yaml
-
     store = T.write_tiny_store(tmp_path / "store", n_dialogues=4)
-    params = yaml.safe_load(PARAMS.read_text())
-    params["sample"]["agents"]["transcripts"]["sources"] = False
-    params["estimators"]["enigma"]["dice"].update(knowledge="python:enigma.sim.knowledge:airline_checked", interval_resamples=0)
-    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+    params = _params_with_knowledge(tmp_path, sources=False)
     r = enigma("estimate", "--experience", store, "--target", f"t=transcripts:{store}", "--out", tmp_path / "out",
-               "--params", tmp_path / "params.yaml", "--cache-dir", tmp_path / "cache", "-q")
+               "--params", params, "--cache-dir", tmp_path / "cache", "-q")
     assert r.exit_code == 2, r.output
     assert "retrieval stand-in" in r.output and "--target t=transcripts:" in r.output
     assert not (tmp_path / "out").exists()
@@ -317,22 +325,14 @@ def test_a_knowledge_base_with_replies_a_stand_in_sampled_without_sources_is_ref
     """``--target-actions``: a file written by ``enigma sample`` names the agent that sampled it;
     a retrieval stand-in's replies without their sources are refused as its spec would be, and
     with them (the default) the file is read."""
-    import yaml
-
     store = T.write_tiny_store(tmp_path / "store", n_dialogues=4)
-    params = yaml.safe_load(PARAMS.read_text())
-    params["estimators"]["enigma"]["dice"].update(knowledge="python:enigma.sim.knowledge:airline_checked", interval_resamples=0,
-                                                  project_dim=4)
-    params["sample"]["agents"]["transcripts"]["embed_cache_dir"] = str(tmp_path / "cache" / "embeddings")
-    for sources in (False, True):
-        params["sample"]["agents"]["transcripts"]["sources"] = sources
-        (tmp_path / f"params-{sources}.yaml").write_text(yaml.safe_dump(params))
+    params = {sources: _params_with_knowledge(tmp_path, sources, project_dim=4) for sources in (False, True)}
     plain, sourced = tmp_path / "plain.parquet", tmp_path / "sourced.parquet"
     for sources, file in ((False, plain), (True, sourced)):
-        r = enigma("sample", store, f"transcripts:{store}?agent=a1", "-x", "a1", "-o", file, "--params",
-                   tmp_path / f"params-{sources}.yaml", "--cache-dir", tmp_path / "cache", "-q")
+        r = enigma("sample", store, f"transcripts:{store}?agent=a1", "-x", "a1", "-o", file, "--params", params[sources],
+                   "--cache-dir", tmp_path / "cache", "-q")
         assert r.exit_code == 0, r.output
-    args = ["estimate", "--experience", store, "--params", tmp_path / "params-True.yaml", "--cache-dir", tmp_path / "cache", "-q"]
+    args = ["estimate", "--experience", store, "--params", params[True], "--cache-dir", tmp_path / "cache", "-q"]
     r = enigma(*args, "--target-actions", f"a1={plain}", "--out", tmp_path / "refused")
     assert r.exit_code == 2, r.output
     assert "retrieval stand-in" in r.output and f"--target-actions a1={plain} (sampled from transcripts:" in r.output
