@@ -14,8 +14,16 @@ from enigma.encoders.knowledge import KNOWLEDGE_DIM, Lookup, knowledge_features,
 from enigma.encoders.text_cache import EmbeddingCache
 from enigma.ope.config import DiceConfig
 from enigma.sim import world as W
-from enigma.sim.knowledge import airline, airline_checked, airline_requests, stated_trip
-from enigma.sim.language import fmt_action
+from enigma.sim.knowledge import (
+    airline,
+    airline_checked,
+    airline_checked_every_turn,
+    airline_checked_every_turn_name_asks,
+    airline_requests,
+    stated_trip,
+)
+from enigma.sim.language import fmt_action, read_action
+from enigma.sim.sellers import make_seller
 
 KB = airline()
 FLIGHT = W.timetable("BOS", "DEN", 9)[0]  # Boston to Denver in September
@@ -187,6 +195,44 @@ NOTHING_FITS = "my budget is $200 and i want business class."  # the dates' busi
 )
 def test_a_final_action_the_users_own_words_contradict_is_refuted(said, action, refuted):
     assert airline_checked().refutes(action, said) is refuted
+
+
+@pytest.mark.parametrize(
+    "said, action, refuted",
+    [
+        (TRIP, fmt_action("no_flight", None, HOLDER), True),  # the final actions: as airline_checked
+        ((f"my name is {NOBODY}.",), fmt_action("cancel", None, NOBODY), True),
+        ((f"my name is {NOBODY}.",), fmt_action("no_reservation", None, NOBODY), False),
+        (("please cancel my reservation.", f"my name is {NOBODY}."), "Where are you flying from?", True),  # no reservation to go on with
+        (("i need to change my flight.", f"my name is {NOBODY}."), "Which dates would you like?", True),
+        (("please cancel my reservation.", f"my name is {HOLDER}."), "Shall I cancel it?", False),  # the book holds it
+        (("please cancel my reservation.",), "May I have your name?", False),  # no name stated yet
+        (("i want to book a flight.", f"my name is {NOBODY}."), "Where are you flying from?", False),  # a booking needs none
+        (("please cancel my reservation.", f"my name is {NOBODY}."), "Could I have your full name?", False),  # presumes nothing
+    ],
+)
+def test_a_reply_that_carries_on_with_what_the_book_cannot_hold_is_refuted(said, action, refuted):
+    assert airline_checked_every_turn().refutes(action, said) is refuted
+
+
+def test_the_studied_variant_refutes_asking_for_the_name_again_as_well():
+    said = ("please cancel my reservation.", f"my name is {NOBODY}.")
+    assert airline_checked_every_turn_name_asks().refutes("Could I have your full name?", said)
+    assert not airline_checked_every_turn_name_asks().refutes(fmt_action("no_reservation", None, NOBODY), said)
+
+
+@pytest.mark.parametrize("seller, refuted", [("trusting", True), ("expert", False)])
+def test_a_seller_that_never_checks_the_book_is_refuted_a_turn_before_its_wrong_cancellation(seller, refuted):
+    """The sellers' own replies at the state where the careful one says "no reservation": the one
+    that never checks asks to confirm a cancellation the book cannot hold, and only the every-turn
+    check sees it (airline_checked waits for the final action, which the logs never reach)."""
+    history = (Turn("user", "Hello, please cancel my reservation."), Turn("agent", "May I have your name, please?"),
+               Turn("user", f"My name is {NOBODY}."))
+    reply = make_seller(seller).respond(history, n=1, seed=0)[0]
+    said = tuple(t.text for t in history if t.role == "user")
+    assert (read_action(reply) is None) is refuted  # trusting goes on; expert ends with "no reservation"
+    assert airline_checked_every_turn().refutes(reply, said) is refuted
+    assert not airline_checked().refutes(reply, said)
 
 
 def test_a_name_the_agent_misheard_is_caught_by_the_users_words_not_by_the_reply_alone():

@@ -15,7 +15,11 @@ every seller uses, so that a final action of another kind is flagged (``Lookup.a
 ``python:enigma.sim.knowledge:airline_checked`` also searches the table and the reservation book
 with the trip and name the customer's words state (``refutes``), as a seller that heard them right
 would: "no flights" is refuted where the table holds a flight on the stated route and dates that
-meets the stated preferences.
+meets the stated preferences. ``python:enigma.sim.knowledge:airline_checked_every_turn`` also
+checks the book before the final action: once the customer has asked to change or cancel and given
+a name the book holds no reservation under, a reply that carries on with the change or cancellation
+presumes what cannot be done, such as a seller that never checks asking to confirm a cancellation
+(``AirlineKnowledgeCheckedEveryTurn``).
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from enigma.contracts import Turn
 from enigma.encoders.knowledge import Lookup
 from enigma.sim import world as W
 from enigma.sim.goals import meets_preferences
-from enigma.sim.language import read_action, read_customer
+from enigma.sim.language import read_action, read_agent, read_customer
 from enigma.sim.sellers import Belief, SellerAgent, SellerKnobs
 
 # flight numbers are six digits (world: 100000 plus the position in the whole timetable)
@@ -130,6 +134,32 @@ class AirlineKnowledgeChecked(AirlineKnowledgeAndRequests):
         return action.flight is not None and action.flight not in {f.number for f in wanted}
 
 
+class AirlineKnowledgeCheckedEveryTurn(AirlineKnowledgeChecked):
+    """``AirlineKnowledgeChecked``, and a reply without a final action is refuted as well when it
+    carries on with a change or a cancellation (asks for the trip, proposes a flight, asks to
+    confirm the cancellation) that the customer asked for under a name the book does not hold.
+
+    Why before the final action: ENIGMA reads a target's reply at the logged states, one turn at a
+    time. A seller that never checks the book goes on at the state where a careful seller said "no
+    reservation" and ended the logged dialogue; its wrong change or cancellation would come a turn
+    or two later, at states the logs do not have. Its next reply is the only one ENIGMA sees, and
+    only the book says that it is already a wrong move. Asking for the name again is not refuted
+    (``name_asks_refuted=False``): it presumes nothing the book contradicts, and a seller that did
+    not hear the name may still answer "no reservation" next."""
+
+    def __init__(self, name_asks_refuted: bool = False) -> None:
+        self.name_asks_refuted = name_asks_refuted
+
+    def refutes(self, reply: str, user_texts: tuple[str, ...]) -> bool:
+        if read_action(reply) is not None:
+            return super().refutes(reply, user_texts)
+        trip = stated_trip(user_texts)
+        if trip.intent not in _STATUSES_ON_A_RESERVATION or trip.name is None or W.reservation_for(trip.name) is not None:
+            return False
+        said = read_agent(reply)
+        return self.name_asks_refuted or said.proposal is not None or bool(said.asks - {"name"})
+
+
 def airline() -> AirlineKnowledge:
     return AirlineKnowledge()
 
@@ -140,3 +170,12 @@ def airline_requests() -> AirlineKnowledgeAndRequests:
 
 def airline_checked() -> AirlineKnowledgeChecked:
     return AirlineKnowledgeChecked()
+
+
+def airline_checked_every_turn() -> AirlineKnowledgeCheckedEveryTurn:
+    return AirlineKnowledgeCheckedEveryTurn()
+
+
+def airline_checked_every_turn_name_asks() -> AirlineKnowledgeCheckedEveryTurn:
+    """A studied variant: asking for the name again is refuted as well (benchmarks/results/ope_every_turn_*)."""
+    return AirlineKnowledgeCheckedEveryTurn(name_asks_refuted=True)
