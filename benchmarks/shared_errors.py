@@ -94,6 +94,9 @@ def main() -> None:
     if args.reference in falling:
         sys.exit(f"{args.reference}'s estimates fall as the truth rises; nothing to compare")
     names = [n for n in names if n not in falling]
+    if len(names) < 2:
+        sys.exit(f"{args.summary}: {len(names)} ENIGMA row(s) to compare ({', '.join(names)}); errors are shared among two or "
+                 "more, so give a full report (reports/<benchmark>_full/summary.json)")
     rows, others = errors[names], errors[args.other]
 
     def corr(e: pd.Series, name: str = args.reference) -> tuple[float, float]:

@@ -133,7 +133,7 @@ def test_a_retrieval_stand_in_under_the_stores_knowledge_base_fails_alone_with_t
     from tests.pipeline.conftest import write_params
 
     cfg = workspace["cfg"]
-    cfg["nightly"]["knowledge"] = "python:enigma.sim.knowledge:airline_checked"
+    cfg["nightly"]["knowledge"] = "python:enigma.sim.knowledge:airline_checked_every_turn"
     write_params(workspace)
     out = _night_where_one_fails(workspace, "retrieved", f"transcripts:{cfg['nightly']['store']}?agent=a1", "knowledge")
     reason = out["failed"]["retrieved"]["knowledge"]
@@ -159,7 +159,7 @@ def test_the_nightly_enigma_reads_the_stores_knowledge_base(workspace):
     registry = Path(cfg["nightly"]["registry"])
     _registry(registry, ["newcomer_short"])
     widths = {}
-    for tag, base in (("without", None), ("with", "python:enigma.sim.knowledge:airline_checked")):
+    for tag, base in (("without", None), ("with", "python:enigma.sim.knowledge:airline_checked_every_turn")):
         cfg["nightly"].update(estimators=["enigma"], knowledge=base, calibration_results=None,
                               seen=str(root / tag / "seen.json"), work_dir=str(root / tag),
                               report_dir=str(root / tag / "reports"))

@@ -196,7 +196,7 @@ def test_a_benchmarks_knowledge_base_reaches_its_enigma_through_the_train_stage(
         "enigma-plain": {"base": "enigma", "dice": {"knowledge": None}},
     }
     b = cfg["benchmarks"]["tiny"]
-    b.update(estimators=["enigma", "enigma-plain"], knowledge="python:enigma.sim.knowledge:airline_checked")  # the shipped benchmarks' base
+    b.update(estimators=["enigma", "enigma-plain"], knowledge="python:enigma.sim.knowledge:airline_checked_every_turn")  # the shipped benchmarks' base
     write_params(workspace)
     for s in ("store", "rollouts", "sample", "train"):
         _ok(stage(workspace, s, "tiny"))
