@@ -25,6 +25,7 @@ presumes what cannot be done, such as a seller that never checks asking to confi
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 from enigma.contracts import Turn
 from enigma.encoders.knowledge import Lookup
@@ -96,9 +97,11 @@ class AirlineKnowledgeAndRequests(AirlineKnowledge):
 _HEARS_RIGHT = SellerAgent("hears-right", SellerKnobs())
 
 
+@lru_cache(maxsize=4096)
 def stated_trip(user_texts: tuple[str, ...]) -> Belief:
     """What the customer's turns state; a later statement of a slot replaces an earlier one, as a
-    correction does."""
+    correction does. Cached: the encoder asks for the same state's turns once per reply there (the
+    logged one and each target's); the Belief returned is shared, so read it, do not change it."""
     return _HEARS_RIGHT.understand(tuple(Turn("user", text) for text in user_texts))
 
 
@@ -151,12 +154,13 @@ class AirlineKnowledgeCheckedEveryTurn(AirlineKnowledgeChecked):
         self.name_asks_refuted = name_asks_refuted
 
     def refutes(self, reply: str, user_texts: tuple[str, ...]) -> bool:
-        if read_action(reply) is not None:
+        said = read_agent(reply)
+        if said.action is not None:
             return super().refutes(reply, user_texts)
         trip = stated_trip(user_texts)
-        if trip.intent not in _STATUSES_ON_A_RESERVATION or trip.name is None or W.reservation_for(trip.name) is not None:
+        # the request held against the book as the change or cancellation it asks for would be
+        if trip.intent is None or trip.name is None or not _book_contradicts(trip.intent, trip.name):
             return False
-        said = read_agent(reply)
         return self.name_asks_refuted or said.proposal is not None or bool(said.asks - {"name"})
 
 
