@@ -16,7 +16,7 @@ a rerun resumes. Output: benchmarks/results/<tag>.md and .json.
 from __future__ import annotations
 
 import argparse
-import json
+import copy
 import shlex
 import statistics
 import subprocess
@@ -33,7 +33,7 @@ INPUTS = ("store", "rollouts", "targets", "truth.parquet")
 def seed_params(params: dict, benchmark: str, section: str, seed: int, estimators: list[str], workdir: Path) -> Path:
     """params.yaml for one seed: the section's seed set, the benchmark alone with only the given
     estimators, its data folder under ``workdir`` with the benchmark's inputs linked in."""
-    p = json.loads(json.dumps(params))  # a deep copy
+    p = copy.deepcopy(params)
     p["comparators"][section]["seed"] = seed
     p["pipeline"]["data_dir"] = str(workdir)
     p["benchmarks"] = {benchmark: dict(p["benchmarks"][benchmark], estimators=estimators, full_estimators=[])}
@@ -66,6 +66,7 @@ def main() -> None:
     from enigma.evaluation.truth import read_truth, truth_wide
     from enigma.params import Params
     from provenance import code_version
+    from result_files import paired_cell, write_result
 
     params = yaml.safe_load((REPO / "params.yaml").read_text())
     if args.section not in params["comparators"]:
@@ -98,17 +99,14 @@ def main() -> None:
         for seed, s in by_seed.items():
             ci = s.mean_ci["pearson"]
             diff = paired_difference(s, by_seed[first], "pearson", 0.95) if seed != first else None
-            d = f"{diff['difference']:+.3f} [{diff['ci95'][0]:+.3f}, {diff['ci95'][1]:+.3f}]" if diff else ""
+            d = paired_cell(diff)
             lines.append(f"| {est} | {seed} | {s.means['pearson']:.3f} [{ci[0]:.3f}, {ci[1]:.3f}] | "
                          f"{s.per_rating['reward']['pearson']:.3f} | {d} |")
             out.setdefault(est, {})[seed] = {"mean_pearson": s.means["pearson"], "mean_pearson_ci95": ci,
                                             "reward_pearson": s.per_rating["reward"]["pearson"], f"minus_seed{first}": diff}
         sd = statistics.stdev(means) if len(means) > 1 else 0.0
         lines.append(f"| {est} | range over {len(means)} seeds | {min(means):.3f} to {max(means):.3f} (sd {sd:.3f}) | | |")
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / f"{args.tag}.md").write_text("\n".join(lines) + "\n")
-    (RESULTS / f"{args.tag}.json").write_text(json.dumps({"reproduce": shlex.join(sys.argv), "rows": out}, indent=2, default=float))
-    print("\n".join(lines))
+    write_result(args.tag, lines, {"reproduce": shlex.join(sys.argv), "rows": out})
 
 
 if __name__ == "__main__":

@@ -13,7 +13,6 @@ Output: benchmarks/results/<tag>.md and .json; every folder after the first is p
 from __future__ import annotations
 
 import argparse
-import json
 import shlex
 import statistics
 import sys
@@ -37,6 +36,7 @@ def main() -> None:
     from enigma.evaluation.truth import read_truth, truth_wide
     from enigma.params import Params
     from provenance import code_version
+    from result_files import paired_cell, write_result
 
     truth = truth_wide(read_truth(REPO / Params.load(REPO / "params.yaml").benchmark(args.benchmark).truth))
     folders = []
@@ -67,13 +67,10 @@ def main() -> None:
                                              "reward_pearson": s.per_rating["reward"]["pearson"], "mean_spread_ratio": spread,
                                              "minus_" + ref: diff}
             ci = s.mean_ci["pearson"]
-            d = f"{diff['difference']:+.3f} [{diff['ci95'][0]:+.3f}, {diff['ci95'][1]:+.3f}]" if diff else ""
+            d = paired_cell(diff)
             lines.append(f"| {est} | {name} | {s.means['pearson']:.3f} [{ci[0]:.3f}, {ci[1]:.3f}] | "
                          f"{s.per_rating['reward']['pearson']:.3f} | {spread:.2f} | {d} |")
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / f"{args.tag}.md").write_text("\n".join(lines) + "\n")
-    (RESULTS / f"{args.tag}.json").write_text(json.dumps({"reproduce": shlex.join(sys.argv), "rows": out}, indent=2, default=float))
-    print("\n".join(lines))
+    write_result(args.tag, lines, {"reproduce": shlex.join(sys.argv), "rows": out})
 
 
 if __name__ == "__main__":
