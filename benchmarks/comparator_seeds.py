@@ -30,19 +30,25 @@ RESULTS = REPO / "benchmarks" / "results"
 INPUTS = ("store", "rollouts", "targets", "truth.parquet")
 
 
-def seed_params(params: dict, benchmark: str, section: str, seed: int, estimators: list[str], workdir: Path) -> Path:
-    """params.yaml for one seed: the section's seed set, the benchmark alone with only the given
-    estimators, its data folder under ``workdir`` with the benchmark's inputs linked in."""
-    p = copy.deepcopy(params)
-    p["comparators"][section]["seed"] = seed
-    p["pipeline"]["data_dir"] = str(workdir)
-    p["benchmarks"] = {benchmark: dict(p["benchmarks"][benchmark], estimators=estimators, full_estimators=[])}
-    p.pop("nightly", None)  # it names other benchmarks
-    data = REPO / params["pipeline"]["data_dir"] / benchmark
-    (workdir / benchmark).mkdir(parents=True, exist_ok=True)
+def benchmark_inputs(params: dict, benchmark: str) -> Path:
+    """The benchmark's data folder, once its store, rollouts, targets and truth are all there."""
+    data = REPO / params.get("pipeline", {}).get("data_dir", "data") / benchmark
     for name in INPUTS:
         if not (data / name).exists():
             sys.exit(f"{data / name}: missing; run `dvc repro sample@{benchmark}` first")
+    return data
+
+
+def seed_params(params: dict, benchmark: str, data: Path, section: str, seed: int, estimators: list[str], workdir: Path) -> Path:
+    """params.yaml for one seed: the section's seed set, the benchmark alone with only the given
+    estimators, its data folder under ``workdir`` with the inputs in ``data`` linked in."""
+    p = copy.deepcopy(params)
+    p.setdefault("comparators", {}).setdefault(section, {})["seed"] = seed
+    p.setdefault("pipeline", {})["data_dir"] = str(workdir)
+    p["benchmarks"] = {benchmark: dict(p["benchmarks"][benchmark], estimators=estimators, full_estimators=[])}
+    p.pop("nightly", None)  # it names other benchmarks
+    (workdir / benchmark).mkdir(parents=True, exist_ok=True)
+    for name in INPUTS:
         link = workdir / benchmark / name
         if not link.exists():
             link.symlink_to(data.resolve() / name)
@@ -58,9 +64,12 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, nargs="+", required=True)
     ap.add_argument("--estimator", action="append", required=True, help="an estimator name as params.yaml lists it")
     ap.add_argument("--work", type=Path, default=REPO / "data" / "work" / "comparator_seeds")
+    ap.add_argument("--params", type=Path, default=REPO / "params.yaml")
+    ap.add_argument("--out", type=Path, default=RESULTS, help="where <tag>.md and .json go")
     ap.add_argument("--tag", required=True)
     args = ap.parse_args()
 
+    from enigma.comparators.config import ComparatorsConfig
     from enigma.evaluation.correlation import paired_difference, score_estimator
     from enigma.evaluation.results import read_results
     from enigma.evaluation.truth import read_truth, truth_wide
@@ -68,18 +77,20 @@ def main() -> None:
     from provenance import code_version
     from result_files import paired_cell, write_result
 
-    params = yaml.safe_load((REPO / "params.yaml").read_text())
-    if args.section not in params["comparators"]:
-        sys.exit(f"--section {args.section!r}: not a section of params.yaml's comparators")
-    truth = truth_wide(read_truth(REPO / Params.load(REPO / "params.yaml").benchmark(args.benchmark).truth))
+    params = yaml.safe_load(args.params.read_text())
+    if args.section not in ComparatorsConfig.model_fields or "seed" not in ComparatorsConfig.model_fields[args.section].annotation.model_fields:
+        sys.exit(f"--section {args.section!r}: not a seeded section of comparators")
+    data = benchmark_inputs(params, args.benchmark)
+    truth = truth_wide(read_truth(REPO / Params.load(args.params).benchmark(args.benchmark).truth))
 
     scores: dict[str, dict[int, object]] = {}
     for seed in args.seeds:
         workdir = args.work / args.benchmark / args.section / f"s{seed}"
-        p = seed_params(params, args.benchmark, args.section, seed, args.estimator, workdir)
+        p = seed_params(params, args.benchmark, data, args.section, seed, args.estimator, workdir)
         print(f"seed {seed}: enigma stage train {args.benchmark} --params {p}", flush=True)
-        subprocess.run([str(REPO / ".venv" / "bin" / "enigma"), "stage", "train", args.benchmark, "--params", str(p), "--no-progress"],
-                       cwd=REPO, check=True)
+        # the enigma command of the interpreter running this script
+        subprocess.run([str(Path(sys.executable).with_name("enigma")), "stage", "train", args.benchmark, "--params", str(p),
+                        "--no-progress"], cwd=REPO, check=True)
         results = read_results(workdir / args.benchmark / "results")
         for est in sorted(results.estimator.unique()):
             estimates = results[results.estimator == est].pivot(index="agent_id", columns="rating", values="estimate")
@@ -106,7 +117,7 @@ def main() -> None:
                                             "reward_pearson": s.per_rating["reward"]["pearson"], f"minus_seed{first}": diff}
         sd = statistics.stdev(means) if len(means) > 1 else 0.0
         lines.append(f"| {est} | range over {len(means)} seeds | {min(means):.3f} to {max(means):.3f} (sd {sd:.3f}) | | |")
-    write_result(args.tag, lines, {"reproduce": shlex.join(sys.argv), "rows": out})
+    write_result(args.tag, lines, {"reproduce": shlex.join(sys.argv), "rows": out}, args.out)
 
 
 if __name__ == "__main__":

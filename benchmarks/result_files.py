@@ -19,9 +19,9 @@ def paired_cell(diff: dict[str, Any] | None) -> str:
     return f"{diff['difference']:+.3f} [{diff['ci95'][0]:+.3f}, {diff['ci95'][1]:+.3f}]"
 
 
-def write_result(tag: str, lines: list[str], payload: dict[str, Any]) -> None:
-    """Write <tag>.md from ``lines`` and <tag>.json from ``payload``, and print the table."""
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / f"{tag}.md").write_text("\n".join(lines) + "\n")
-    (RESULTS / f"{tag}.json").write_text(json.dumps(payload, indent=2, default=float))
+def write_result(tag: str, lines: list[str], payload: dict[str, Any], out: Path = RESULTS) -> None:
+    """Write <tag>.md from ``lines`` and <tag>.json from ``payload`` in ``out``, and print the table."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{tag}.md").write_text("\n".join(lines) + "\n")
+    (out / f"{tag}.json").write_text(json.dumps(payload, indent=2, default=float))
     sys.stdout.write("\n".join(lines) + "\n")
