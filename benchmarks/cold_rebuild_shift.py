@@ -88,8 +88,9 @@ def main() -> None:
         "| estimator | mean Pearson at " + args.rev + " | rebuilt | difference | its estimates: largest move | median move |",
         "|---|---|---|---|---|---|",
     ]
-    lines += [f"| {name} | {a:.4f} | {b:.4f} | {b - a:+.4f} | {moves.get(name, (float('nan'),) * 2)[0]:.1e} | "
-              f"{moves.get(name, (float('nan'),) * 2)[1]:.1e} |" for _, name, a, b in moved]
+    for _, name, a, b in moved:
+        largest, median = moves.get(name, (float("nan"), float("nan")))
+        lines.append(f"| {name} | {a:.4f} | {b:.4f} | {b - a:+.4f} | {largest:.1e} | {median:.1e} |")
     RESULTS.mkdir(exist_ok=True)
     out = RESULTS / f"{args.tag}.md"
     out.write_text("\n".join(lines) + "\n")
