@@ -11,7 +11,8 @@ import pytest
 from enigma.evaluation.config import ReportConfig
 from enigma.evaluation.errors import EvaluationError
 from enigma.evaluation.report import write_report
-from enigma.evaluation.summary import INTERVAL_KEYS, PER_RATING_KEYS, build_summary, read_summary, summary_estimates
+from enigma.evaluation.split import SplitConfig, split_agents
+from enigma.evaluation.summary import INTERVAL_KEYS, PER_RATING_KEYS, SPLIT_KEY, build_summary, read_summary, summary_estimates
 from enigma.evaluation.truth import check_truth, read_truth, truth_from_store
 
 FAST = ReportConfig(bootstrap_resamples=100, plots=False)
@@ -38,7 +39,7 @@ def test_summary_has_the_issue_shape():
     for name in ("enigma", "bleu"):
         e = s["estimators"][name]
         for r in s["ratings"]:
-            assert set(e[r]) == set(PER_RATING_KEYS) | set(INTERVAL_KEYS)
+            assert set(e[r]) == set(PER_RATING_KEYS) | set(INTERVAL_KEYS) | {SPLIT_KEY}
             # 7 other agents cannot make a 95% conformal interval (it takes 19): unbounded, always covers
             assert e[r]["interval_coverage"] == {"sampling": None, "conformal": 1.0}
             assert e[r]["interval_mean_width"] == {"sampling": None, "conformal": None}
@@ -216,3 +217,51 @@ def test_read_summary_rejects_other_json(tmp_path):
     p.write_text("{oops")
     with pytest.raises(EvaluationError, match="not valid JSON"):
         read_summary(p)
+
+
+def test_an_estimator_whose_every_run_failed_still_gives_a_report(tmp_path):
+    """Every run of one estimator failed (e.g. a padding error on every held-out agent): the
+    report is written with its errors listed, the other estimators scored, and no traceback."""
+    results, truth = _tables({"enigma": 0.01, "bleu": 0.2}, n_agents=6)
+    failed = results.estimator == "enigma"
+    results.loc[failed, "estimate"] = np.nan
+    results["error"] = np.where(failed, "PaddingError: dialogue d1 has 40 agent turns", None)
+    s = write_report(results, truth, "toy", tmp_path / "toy", ReportConfig(bootstrap_resamples=50, plots=True), progress=False)
+    assert len(s["errors"]) == 6 and s["estimators"]["enigma"]["n_agents"] == 0
+    assert s["estimators"]["enigma"]["enjoy"]["interval_coverage"] == {"sampling": None, "conformal": None}
+    assert s["ranking"][0]["estimator"] == "bleu" and "ENIGMA is NOT the best" in s["headline"]
+    assert "PaddingError" in (tmp_path / "toy" / "index.html").read_text()
+
+
+def test_the_split_is_fixed_by_the_ids_even_and_the_test_half_leads():
+    """Every agent is in exactly one half, by a rule that reads only its id (and the salt);
+    each estimator is scored on each half as it is on all agents, and the headline starts with
+    the test half."""
+    agents = [f"a{i}" for i in range(27)]
+    halves = split_agents(agents)
+    assert sorted(halves["test"] + halves["dev"]) == sorted(agents) and {len(halves["test"]), len(halves["dev"])} == {13, 14}
+    assert split_agents(reversed(agents)) == halves  # order does not matter
+    assert split_agents(agents, SplitConfig(salt="other")) != halves  # the salt does
+    assert split_agents(["only"]) == {"test": ["only"], "dev": []}
+
+    results, truth = _tables({"enigma": 0.01, "bleu": 0.2}, n_agents=12)
+    # bleu is good on the test half only: the halves must be scored apart
+    halves = split_agents([f"a{i}" for i in range(12)])
+    dev = results.agent_id.isin(halves["dev"]) & (results.estimator == "bleu")
+    results.loc[dev, "estimate"] = np.random.default_rng(1).uniform(0, 1, dev.sum())
+    s, scores = build_summary(results, truth, "toy", FAST)
+    assert s["splits"] == halves
+    for name in ("enigma", "bleu"):
+        e = s["estimators"][name]
+        for h in ("test", "dev"):
+            wide = results[(results.estimator == name) & results.agent_id.isin(halves[h])].pivot(
+                index="agent_id", columns="rating", values="estimate")
+            t = truth[truth.agent_id.isin(halves[h])].pivot(index="agent_id", columns="rating", values="value")
+            want = np.mean([np.corrcoef(wide[r], t.loc[wide.index, r])[0, 1] for r in ("enjoy", "fluency")])
+            assert e[SPLIT_KEY][h]["mean_pearson"] == pytest.approx(want)
+            assert e[SPLIT_KEY][h]["n_agents"] == len(halves[h])
+            assert e["enjoy"][SPLIT_KEY][h]["pearson"] == pytest.approx(
+                np.corrcoef(wide["enjoy"], t.loc[wide.index, "enjoy"])[0, 1])
+    assert s["estimators"]["bleu"][SPLIT_KEY]["test"]["mean_pearson"] > 0.8 > 0.5 > s["estimators"]["bleu"][SPLIT_KEY]["dev"]["mean_pearson"]
+    assert [x["estimator"] for x in s["split_ranking"]["test"]] == ["enigma", "bleu"]
+    assert s["headline"].startswith(f"Test half ({len(halves['test'])} agents") and "Dev half" in s["headline"]

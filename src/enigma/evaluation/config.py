@@ -6,6 +6,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from enigma.evaluation.split import SplitConfig
+
 
 class ReportConfig(BaseModel):
     """Correlations, intervals and the report pages."""
@@ -31,3 +33,5 @@ class ReportConfig(BaseModel):
     ratings: list[str] | None = None
     # Plots are the slow part of a report; tests and quick looks can switch them off.
     plots: bool = True
+    # Which agents' correlations choices may read (dev) and which the reports lead with (test).
+    split: SplitConfig = Field(default_factory=SplitConfig)

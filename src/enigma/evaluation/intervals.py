@@ -54,11 +54,12 @@ def conformal_intervals(estimates: pd.Series, truth: pd.Series, level: float) ->
     return pd.DataFrame.from_dict(rows, orient="index", columns=["low", "high"])
 
 
-def _coverage(intervals: pd.DataFrame, truth: pd.Series) -> dict[str, Any]:
+def _coverage(intervals: pd.DataFrame, truth: pd.Series) -> dict[str, Any] | None:
+    """None where no agent has an interval (e.g. every run of the estimator failed)."""
     ok = intervals.dropna()
     ok = ok[[a in truth.index for a in ok.index]]
     if ok.empty:
-        return {"coverage": None, "mean_width": None, "n_agents": 0}
+        return None
     t = truth.loc[ok.index].astype(float)
     inside = (ok["low"] <= t) & (t <= ok["high"])
     width = ok["high"] - ok["low"]
@@ -85,8 +86,9 @@ def interval_table(group: pd.DataFrame, truth_wide: pd.DataFrame, rating: str, l
 
 
 def interval_coverage(group: pd.DataFrame, truth_wide: pd.DataFrame, rating: str, level: float) -> dict[str, Any]:
-    """``{"conformal": {coverage, mean_width, n_agents, missed}, "sampling": {...} or None}``: the
-    sampling interval only where the estimator gave one for every agent."""
+    """``{"conformal": {coverage, mean_width, n_agents, missed} or None, "sampling": {...} or None}``:
+    the sampling interval only where the estimator gave one for every agent; None where no agent
+    has that interval."""
     table = interval_table(group, truth_wide, rating, level)
     truth = truth_wide[rating]
     out: dict[str, Any] = {"level": level, "conformal": _coverage(table[["conformal_low", "conformal_high"]].set_axis(["low", "high"], axis=1), truth)}

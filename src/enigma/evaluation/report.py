@@ -57,7 +57,18 @@ estimates' Pearson with {{ s.settings.loo_mean_estimator }} (the leave-one-out m
 {{ s.settings.loo_mean_flag }}; the per-rating table gives that Pearson and, where the mean and the truth are not collinear,
 the partial Pearson with the truth beyond it.</p>
 
-<h2>Estimators side by side</h2>
+{% if s.split_ranking %}<h2>The test half first, the dev half beside it</h2>
+<p>The agents are split once into a test half ({{ s.splits.test | length }} agents) and a dev half ({{ s.splits.dev | length }})
+by {{ s.settings.split.rule }} (salt {{ s.settings.split.salt }}). Every agent is still estimated from all the other agents' logs;
+only the agents a correlation is taken over differ. Choices of settings read the dev half; the test half is what no choice read.</p>
+<table><tr><th>test rank</th><th>estimator</th><th>test: mean Pearson [CI]</th><th>test: mean Spearman</th><th>dev: mean Pearson [CI]</th><th>dev: mean Spearman</th></tr>
+{% for row in s.split_ranking.test %}{% set e = s.estimators[row.estimator] %}
+<tr><td>{{ loop.index }}</td><td class="name">{{ row.estimator }}</td>
+<td>{{ f(e.split.test.mean_pearson) }} {{ ci(e.split.test.mean_pearson_ci95) }}</td><td>{{ f(e.split.test.mean_spearman) }}</td>
+<td>{{ f(e.split.dev.mean_pearson) }} {{ ci(e.split.dev.mean_pearson_ci95) }}</td><td>{{ f(e.split.dev.mean_spearman) }}</td></tr>
+{% endfor %}</table>{% endif %}
+
+<h2>All agents: estimators side by side</h2>
 <table><tr><th>rank</th><th>estimator</th><th>information regime</th><th>labels</th>
 <th>mean Pearson [CI]</th><th>mean Spearman [CI]</th><th>mean Kendall [CI]</th><th>agents</th><th>smallest spread ratio</th><th>flags</th></tr>
 {% for name in order %}{% set e = s.estimators[name] %}

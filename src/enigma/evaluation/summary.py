@@ -29,11 +29,13 @@ from enigma.evaluation.correlation import STATS, EstimatorScore, paired_differen
 from enigma.evaluation.errors import EvaluationError
 from enigma.evaluation.intervals import interval_coverage, interval_table
 from enigma.evaluation.results import check_results
+from enigma.evaluation.split import HALVES, split_agents
 from enigma.evaluation.truth import truth_wide
 
 PER_RATING_KEYS = ("pearson", "spearman", "kendall", "pearson_ci95", "spearman_ci95", "kendall_ci95", "spread_ratio",
                    "loo_mean_pearson", "partial_pearson")
 INTERVAL_KEYS = ("interval_coverage", "interval_mean_width", "interval_missed")  # {"sampling": ..., "conformal": ...}
+SPLIT_KEY = "split"  # per rating and per estimator: {"test": {...}, "dev": {...}} (evaluation.split)
 
 
 def _num(v: Any) -> Any:
@@ -113,6 +115,8 @@ def build_summary(
 
     estimators: dict[str, Any] = {}
     scores: dict[str, EstimatorScore] = {}
+    halves = split_agents(tw.index, cfg.split)
+    half_scores: dict[str, dict[str, EstimatorScore]] = {h: {} for h in HALVES}
     loo = results[results["estimator"] == cfg.loo_mean_estimator]
     loo_mean = loo.pivot(index="agent_id", columns="rating", values="estimate") if len(loo) else None
     for name, group in results.groupby("estimator", sort=True):
@@ -133,6 +137,10 @@ def build_summary(
             loo_mean_flag=cfg.loo_mean_flag,
         )
         scores[name] = score
+        for h in HALVES:
+            half_scores[h][name] = score_estimator(
+                name, ew, tw.loc[halves[h]], ratings, resamples=cfg.bootstrap_resamples, seed=cfg.seed,
+                confidence=cfg.confidence, collapse_spread_ratio=cfg.collapse_spread_ratio)
         info = (estimator_info or {}).get(name, {})
         entry: dict[str, Any] = {r: {k: score.per_rating[r].get(k) for k in PER_RATING_KEYS} for r in ratings}
         for r in ratings:
@@ -144,6 +152,10 @@ def build_summary(
         for s in STATS:
             entry[f"mean_{s}"] = score.means[s]
             entry[f"mean_{s}_ci95"] = score.mean_ci[s]
+        for r in ratings:
+            entry[r][SPLIT_KEY] = {h: {k: half_scores[h][name].per_rating[r].get(k) for k in
+                                       ("pearson", "spearman", "kendall", "pearson_ci95")} for h in HALVES}
+        entry[SPLIT_KEY] = {h: _half_entry(half_scores[h][name]) for h in HALVES}
         entry["regime"] = list(info.get("regime") or _split_set(group["regime"]))
         entry["labels"] = {**_merge_labels(group["labels"]), **(info.get("labels") or {})}
         entry["n_agents"] = len(score.agents)
@@ -186,6 +198,8 @@ def build_summary(
 
     ranking = rank(scores, cfg.rank_by)
     comparison = _comparisons(ranking, scores, cfg)
+    split_ranking = {h: rank(half_scores[h], cfg.rank_by) for h in HALVES}
+    split_comparison = {h: _comparisons(split_ranking[h], half_scores[h], cfg) for h in HALVES}
     errors = [
         {"estimator": row.estimator, "agent_id": row.agent_id, "error": row.error}
         for row in results.drop_duplicates(["estimator", "agent_id"]).itertuples(index=False)
@@ -203,7 +217,15 @@ def build_summary(
             {"estimator": n, cfg.rank_by: scores[n].means[cfg.rank_by[5:]], "flags": len(scores[n].flags)} for n in ranking
         ],
         "comparison": comparison,
-        "headline": headline(benchmark, ranking, scores, comparison, cfg),
+        # the dev and test halves of the agents (evaluation.split): the test half leads
+        "splits": halves,
+        "split_ranking": {
+            h: [{"estimator": n, cfg.rank_by: half_scores[h][n].means[cfg.rank_by[5:]]} for n in split_ranking[h]]
+            for h in HALVES
+        },
+        "split_comparison": split_comparison,
+        "headline": " ".join([split_headline(halves, split_ranking, half_scores, split_comparison, cfg),
+                              headline(benchmark, ranking, scores, comparison, cfg)]),
         "errors": errors,
         "agents_without_truth": without_truth,
         "truth_reliability": truth_reliability(truth, list(tw.index), ratings),
@@ -215,6 +237,8 @@ def build_summary(
             "loo_mean_estimator": cfg.loo_mean_estimator,
             "loo_mean_flag": cfg.loo_mean_flag,
             "rank_by": cfg.rank_by,
+            "split": {**cfg.split.model_dump(), "rule": "agents ordered by sha256('<salt>:<agent_id>'); "
+                      "the first round(n * test_share) are the test half"},
             "interval": "percentile bootstrap, agents resampled with replacement, the same resamples for every rating",
             "agent_interval": {
                 "sampling": "the estimator's own interval of each estimate (ENIGMA: the dialogue bootstrap, refitted per resample)",
@@ -223,6 +247,45 @@ def build_summary(
         },
     }
     return _num(summary), scores
+
+
+def _half_entry(score: EstimatorScore) -> dict[str, Any]:
+    out: dict[str, Any] = {"n_agents": len(score.agents)}
+    for s in STATS:
+        out[f"mean_{s}"] = score.means[s]
+        out[f"mean_{s}_ci95"] = score.mean_ci[s]
+    return out
+
+
+def split_headline(halves: dict[str, list[str]], ranking: dict[str, list[str]], scores: dict[str, dict[str, EstimatorScore]],
+                   comparison: dict[str, dict[str, Any]], cfg: ReportConfig) -> str:
+    """The test half first (the agents no choice read), then the dev half, in one sentence each."""
+    enigma = cfg.enigma_estimator
+    stat = cfg.rank_by[len("mean_") :]
+    parts = []
+    for h in HALVES:
+        order, sc = ranking[h], scores[h]
+        if not order:
+            continue
+        what = "no choice reads these agents" if h == "test" else "the agents choices are made on"
+        text = f"{h.capitalize()} half ({len(halves[h])} agents; {what}):"
+        if enigma in sc:
+            e = sc[enigma]
+            text += f" ENIGMA ranks {order.index(enigma) + 1} of {len(order)} with {_fmt(e.means[stat])} ({_fmt_ci(e.mean_ci[stat])})"
+            other = best_other(order, enigma)
+            if other is not None:
+                d = paired_difference(sc[enigma], sc[other], stat, cfg.confidence)
+                gap = f" {_fmt_signed(d['difference'])} ({_fmt_ci(d['ci95'])}, paired)" if d else ""
+                text += f"; the best other estimator, {other}, {_fmt(sc[other].means[stat])}, ENIGMA{gap}"
+            text += "."
+        else:
+            text += f" {order[0]} ranks first with {_fmt(sc[order[0]].means[stat])}."
+        parts.append(text)
+    return " ".join(parts)
+
+
+def _fmt_signed(v: float | None) -> str:
+    return "undefined" if v is None or not math.isfinite(v) else f"{v:+.3f}"
 
 
 def truth_reliability(truth: pd.DataFrame, agents: list[str], ratings: list[str]) -> dict[str, Any]:
