@@ -32,15 +32,19 @@ def prefect_server():
         yield
 
 
-def build_store(n_agents: int = 5, per_agent: int = 6) -> ExperienceStore:
+def build_store(n_agents: int = 5, per_agent: int = 6, long_turns: int = 0) -> ExperienceStore:
     """Agent ``a<k>`` answers with k words; its dialogues' reward grows with k (plus a
-    deterministic wobble), so length-based estimates correlate with the truth."""
+    deterministic wobble), so length-based estimates correlate with the truth. ``long_turns``:
+    each agent's last dialogue goes on for that many agent turns (a long tail of lengths)."""
     dialogues, turns = [], []
     for k in range(1, n_agents + 1):
         for j in range(per_agent):
             did = f"a{k}-d{j}"
             texts = [("user", f"hi{j} there"), ("agent", " ".join(["w"] * k)), ("user", "and then"),
                      ("agent", " ".join(["v"] * k))]
+            if long_turns and j == per_agent - 1:
+                for t in range(2, long_turns):
+                    texts += [("user", f"more {t % 3}"), ("agent", " ".join(["u"] * k))]
             for i, (role, text) in enumerate(texts):
                 turns.append({"dialog_id": did, "turn_index": i, "role": role, "text": text})
             reward = min(1.0, 0.15 * k + 0.03 * ((j % 3) - 1))

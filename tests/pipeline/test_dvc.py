@@ -71,11 +71,14 @@ def test_every_benchmark_gets_every_stage_with_key_level_params_and_its_code(tmp
 @pytest.mark.slow  # dvc repro of six stages, each an `enigma` process (about a minute on 2 busy cores)
 def test_a_benchmark_added_as_one_params_entry_runs_with_dvc_repro(tmp_path):
     """A copy of the repository's dvc.yaml and params.yaml, with one benchmark entry for a small
-    rated store of the user's: `dvc repro report@mine` runs its stages end to end."""
+    rated store of the user's: `dvc repro report@mine` runs its stages end to end. Its shape is
+    not the committed benchmarks': 5 agents (too few for a bounded 95% conformal interval) and a
+    long tail of lengths (2 agent turns mostly, 24 in one dialogue per agent: more slots than any
+    fixed dice.tmax the repository ever had), with ENIGMA's settings as params.yaml has them."""
     repo = tmp_path / "repo"
     shutil.copytree(REPO_ROOT / "src", repo / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
     shutil.copy(REPO_ROOT / "dvc.yaml", repo / "dvc.yaml")
-    build_store().write(repo / "data" / "raw" / "mine")
+    build_store(long_turns=24).write(repo / "data" / "raw" / "mine")
     # the repository's params.yaml with one entry added (and, to keep the test small, the other
     # benchmarks left out, ENIGMA on one-hot features and no plots or MLflow)
     params = yaml.safe_load((REPO_ROOT / "params.yaml").read_text())
@@ -87,7 +90,7 @@ def test_a_benchmark_added_as_one_params_entry_runs_with_dvc_repro(tmp_path):
     params["shared"]["embedding_cache"] = str(tmp_path / "embeddings")
     params["report"].update(plots=False, bootstrap_resamples=50)
     params["tracking"]["enabled"] = False
-    params["estimators"]["enigma"]["dice"] = {"encoder": "onehot", "steps": 40, "log_every": 20}
+    params["estimators"]["enigma"]["dice"].update(encoder="onehot", interval_resamples=20)
     (repo / "params.yaml").write_text(yaml.safe_dump(params))
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
                PYTHONPATH=f"{REPO_ROOT}{os.pathsep}{repo / 'src'}", DVC_NO_ANALYTICS="1")
@@ -102,5 +105,15 @@ def test_a_benchmark_added_as_one_params_entry_runs_with_dvc_repro(tmp_path):
 
     s = json.loads((repo / "reports" / "mine" / "summary.json").read_text())
     assert sorted(s["estimators"]) == ["enigma", "enigma-unnormalised", "experience-mean"] and s["n_agents"] == 5
+    assert s["errors"] == [] and s["estimators"]["enigma"]["n_agents"] == 5
+    # the slots came from the data: the longest dialogue (24 agent turns) + 1
+    from enigma.evaluation.results import read_results
+
+    rows = read_results(repo / "data" / "mine" / "results")
+    diag = json.loads(rows[rows.estimator == "enigma"].diagnostics.iloc[0])
+    assert diag["config"]["tmax"] == 25, diag["config"]
+    # the test half leads, the dev half beside it, over all 5 agents
+    assert sorted(s["splits"]["test"] + s["splits"]["dev"]) == [f"a{k}" for k in range(1, 6)]
+    assert s["headline"].startswith("Test half") and "mean_pearson" in s["estimators"]["enigma"]["split"]["test"]
     again = subprocess.run([sys.executable, "-m", "dvc", "status", "report@mine"], cwd=repo, env=env, capture_output=True, text=True)
     assert "Data and pipelines are up to date" in again.stdout, again.stdout

@@ -59,7 +59,10 @@ class DiceConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
     # ---- padding ------------------------------------------------------------------------
-    tmax: int = Field(15, ge=2, description="slots per dialogue: pseudo slot 0, agent turns, pseudo slots")
+    # null: derived from the logs at each run (the longest dialogue's agent turns + 1), so a data set of
+    # longer dialogues needs no setting; on the tabular problem the estimate does not depend on it
+    # past that (benchmarks/results/tmax_derived.md)
+    tmax: int | None = Field(None, ge=2, description="slots per dialogue: pseudo slot 0, agent turns, pseudo slots; null: the longest dialogue + 1")
 
     # ---- objective ----------------------------------------------------------------------
     alpha_zeta: float = Field(1.0, ge=0, description="weight of the zeta penalty f (dual regulariser)")

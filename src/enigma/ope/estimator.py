@@ -291,6 +291,8 @@ class EnigmaEstimator:
         cfg = self.config
         paired = pair_dialogues(experience, target.target_actions, cfg.missing_targets, source=f"target actions of {target.agent_id}")
         n_turns = [d.n_agent_turns for d in paired.dialogues]
+        if cfg.tmax is None:
+            cfg = cfg.model_copy(update={"tmax": max(n_turns) + 1})
         check_tmax(n_turns, cfg.tmax, [d.dialog_id for d in paired.dialogues])
         data = dice_data(paired)
         encoder = self.encoder()
