@@ -55,7 +55,7 @@ def test_the_tabular_problem_through_the_cli_is_exact_with_the_default_params(ta
         # the shipped default ran: the doubly robust value with the mean of 3 fitted Qs (docs/estimator.md)
         config = est["diagnostics"][t]["config"]
         assert config["value"] == "dr" and config["q_model"] == "fqe" and config["fqe"]["ensemble"] == 3, config
-        assert config["tmax"] == 3, config  # unset in params.yaml: the longest dialogue (2 agent turns) + 1
+        assert config["tmax"] == 15, config  # unset in params.yaml: max(15, the longest dialogue (2 agent turns) + 2)
         # the replies the command drew, read back through `enigma sample` (a cache hit: no new draws)
         s = enigma("sample", work / "store", f"python:enigma.ope.tabular:{t}", "--cache-dir", work / "cache" / "samples",
                    "--params", PARAMS, "-o", work / f"{t}.parquet", "-q")

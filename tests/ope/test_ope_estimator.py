@@ -90,18 +90,22 @@ def test_tmax_too_small_is_a_clear_error(problem):
         EnigmaEstimator(_cfg(tmax=2), progress=False).estimate(store, HeldOutAgent("t", target_actions=ta))
 
 
-def test_tmax_left_unset_is_the_longest_dialogue_plus_one_and_more_slots_change_nothing(problem):
-    """dice.tmax null (params.yaml's default) pads to the logs' longest dialogue + 1, recorded in
-    the diagnostics; extra pseudo slots past it leave the exact solver's estimate where it was."""
+def test_tmax_left_unset_is_derived_from_the_longest_dialogue(problem):
+    """dice.tmax null (params.yaml's default) pads to max(15, the logs' longest dialogue + 2),
+    recorded in the diagnostics; on a short problem that is the authors' 15, and more pseudo slots
+    past it leave the exact solver's estimate where it was."""
+    from enigma.ope.config import derived_tmax
+
+    assert derived_tmax(2) == 15 and derived_tmax(13) == 15 and derived_tmax(14) == 16 and derived_tmax(300) == 302
     _, store, _, ta = problem
     exact = dict(encoder="onehot", device="cpu", value="weighted", interval_resamples=0)
     runs = {t: EnigmaEstimator(DiceConfig.preset("exact_nu", tmax=t, **exact), progress=False).estimate_full(
-        store, HeldOutAgent("t", target_actions=ta)) for t in (None, 3, 12)}
-    assert runs[None].diagnostics["config"]["tmax"] == 3 and runs[12].diagnostics["config"]["tmax"] == 12
+        store, HeldOutAgent("t", target_actions=ta)) for t in (None, 15, 40)}
+    assert runs[None].diagnostics["config"]["tmax"] == 15 and runs[40].diagnostics["config"]["tmax"] == 40
     for rating, v in runs[None].estimates.items():
-        assert v["estimate"] == pytest.approx(runs[3].estimates[rating]["estimate"], abs=1e-9)
-        # the nu penalty reaches the extra pseudo slots: 2.4e-5 here, against the logs' error of ~0.03
-        assert v["estimate"] == pytest.approx(runs[12].estimates[rating]["estimate"], abs=1e-4)
+        assert v["estimate"] == runs[15].estimates[rating]["estimate"]
+        # the nu penalty reaches the extra pseudo slots: 1e-5 here, against the logs' error of ~0.03
+        assert v["estimate"] == pytest.approx(runs[40].estimates[rating]["estimate"], abs=1e-4)
 
 
 def test_divergence_stops_with_a_message_not_a_number(problem):

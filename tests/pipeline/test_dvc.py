@@ -106,12 +106,12 @@ def test_a_benchmark_added_as_one_params_entry_runs_with_dvc_repro(tmp_path):
     s = json.loads((repo / "reports" / "mine" / "summary.json").read_text())
     assert sorted(s["estimators"]) == ["enigma", "enigma-unnormalised", "experience-mean"] and s["n_agents"] == 5
     assert s["errors"] == [] and s["estimators"]["enigma"]["n_agents"] == 5
-    # the slots came from the data: the longest dialogue (24 agent turns) + 1
+    # the slots came from the data: the longest dialogue (24 agent turns) + 2
     from enigma.evaluation.results import read_results
 
     rows = read_results(repo / "data" / "mine" / "results")
     diag = json.loads(rows[rows.estimator == "enigma"].diagnostics.iloc[0])
-    assert diag["config"]["tmax"] == 25, diag["config"]
+    assert diag["config"]["tmax"] == 26, diag["config"]
     # the test half leads, the dev half beside it, over all 5 agents
     assert sorted(s["splits"]["test"] + s["splits"]["dev"]) == [f"a{k}" for k in range(1, 6)]
     assert s["headline"].startswith("Test half") and "mean_pearson" in s["estimators"]["enigma"]["split"]["test"]

@@ -55,14 +55,22 @@ class FqeConfig(BaseModel):
         return self
 
 
+DEFAULT_TMAX = 15  # the ENIGMA authors' default number of slots
+
+
+def derived_tmax(longest_agent_turns: int) -> int:
+    """dice.tmax when it is not set: room for the longest dialogue and a pseudo slot after it."""
+    return max(DEFAULT_TMAX, longest_agent_turns + 2)
+
+
 class DiceConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
     # ---- padding ------------------------------------------------------------------------
-    # null: derived from the logs at each run (the longest dialogue's agent turns + 1), so a data set of
-    # longer dialogues needs no setting; on the tabular problem the estimate does not depend on it
-    # past that (benchmarks/results/tmax_derived.md)
-    tmax: int | None = Field(None, ge=2, description="slots per dialogue: pseudo slot 0, agent turns, pseudo slots; null: the longest dialogue + 1")
+    # null: derived from the logs at each run, so a data set of longer dialogues needs no setting: the
+    # longest dialogue's agent turns + 2 (the authors' code requires turns + 1 < Tmax), and never fewer
+    # than DEFAULT_TMAX, their default (with 3 or 4 slots exact_nu's zeta collapsed on a store of 8 chats)
+    tmax: int | None = Field(None, ge=2, description="slots per dialogue: pseudo slot 0, agent turns, pseudo slots; null: max(15, the longest dialogue + 2)")
 
     # ---- objective ----------------------------------------------------------------------
     alpha_zeta: float = Field(1.0, ge=0, description="weight of the zeta penalty f (dual regulariser)")

@@ -22,7 +22,7 @@ import torch
 from enigma.contracts import EstimateResult, HeldOutAgent, Regime, Turn
 from enigma.encoders.base import DialogueActions, PairEncoder
 from enigma.encoders.config import EncodeConfig
-from enigma.ope.config import FQE_DEFAULTS, INTERVAL_FIELDS, LATER_DEFAULTS, Q_MODEL_FIELDS, RANDOM_FEATURE_DEFAULTS, VALUE_DEFAULTS, DiceConfig
+from enigma.ope.config import FQE_DEFAULTS, INTERVAL_FIELDS, LATER_DEFAULTS, Q_MODEL_FIELDS, RANDOM_FEATURE_DEFAULTS, VALUE_DEFAULTS, DiceConfig, derived_tmax
 from enigma.ope.padding import check_tmax
 from enigma.ope.problem import DiceData
 from enigma.ope.trainer import DiceRun, train_dice
@@ -292,7 +292,7 @@ class EnigmaEstimator:
         paired = pair_dialogues(experience, target.target_actions, cfg.missing_targets, source=f"target actions of {target.agent_id}")
         n_turns = [d.n_agent_turns for d in paired.dialogues]
         if cfg.tmax is None:
-            cfg = cfg.model_copy(update={"tmax": max(n_turns) + 1})
+            cfg = cfg.model_copy(update={"tmax": derived_tmax(max(n_turns))})
         check_tmax(n_turns, cfg.tmax, [d.dialog_id for d in paired.dialogues])
         data = dice_data(paired)
         encoder = self.encoder()
