@@ -61,6 +61,22 @@ class FaultyAgent(EchoAgent):
         return super().respond(history, n, seed)
 
 
+HALF_EMOJI = "here you go \ud83d"  # an emoji cut in half: not Unicode text, no Parquet file holds it
+
+
+class HalfEmojiAgent(EchoAgent):
+    """Answers half an emoji where the last turn asks for an emoji, and echoes otherwise."""
+
+    def respond(self, history, n=1, seed=None):
+        if history and "emoji" in history[-1].text:
+            return [HALF_EMOJI] * n
+        return super().respond(history, n, seed)
+
+
+def half_emoji():
+    return HalfEmojiAgent()
+
+
 class AlwaysFails:
     def respond(self, history, n=1, seed=None):
         raise ConnectionError("connection refused")
