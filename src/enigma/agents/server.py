@@ -22,6 +22,7 @@ from typing import Any, Callable
 
 from enigma.agents.config import ServeSettings
 from enigma.contracts import Turn
+from enigma.store.readers.base import unicode_problem
 
 MAX_N = 64
 
@@ -54,7 +55,11 @@ def history_from_messages(messages: Any) -> list[Turn]:
             continue
         if role not in ("user", "assistant"):
             raise ValueError(f"{where}.role: {role!r} is not one of system, user, assistant")
-        turns.append(Turn("user" if role == "user" else "agent", _content_text(m.get("content"), where)))
+        text = _content_text(m.get("content"), where)
+        problem = unicode_problem(text)  # JSON's "\ud83d" parses, but no reply quoting it can be sent back
+        if problem:
+            raise ValueError(f"{where}.content: {problem}")
+        turns.append(Turn("user" if role == "user" else "agent", text))
     return turns
 
 
@@ -153,6 +158,9 @@ def _reply_problem(replies: Any, n: int) -> str | None:
     for i, text in enumerate(replies[:n]):
         if not isinstance(text, str):
             return f"reply {i} is {type(text).__name__}, not a string"
+        problem = unicode_problem(text)
+        if problem:  # it cannot be encoded into the answer
+            return f"reply {i} is {problem}"
     return None
 
 
