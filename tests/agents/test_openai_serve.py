@@ -61,6 +61,19 @@ def test_models_and_completions(served, monkeypatch):
     assert httpx.post(f"{base}/chat/completions", json=body).status_code == 401
 
 
+@pytest.mark.parametrize("body", [b'{"messages": [', b"[1, 2]", b"\xff\xfe not JSON"])
+def test_the_key_is_checked_before_the_body(served, body):
+    """An unauthenticated request learns nothing about its body (it got FastAPI's 422 before);
+    an authenticated bad body gets 400 naming what is wrong."""
+    base, _, _ = served
+    url, json_type = f"{base}/chat/completions", {"Content-Type": "application/json"}
+    r = httpx.post(url, content=body, headers=json_type)
+    assert r.status_code == 401 and r.json()["error"]["type"] == "authentication_error"
+    r = httpx.post(url, content=body, headers={**json_type, "Authorization": f"Bearer {KEY}"})
+    assert r.status_code == 400 and r.json()["error"]["type"] == "invalid_request_error"
+    assert r.json()["error"]["message"].startswith("request body: ")
+
+
 def test_client_against_served_agent(served, monkeypatch):
     base, _, _ = served
     monkeypatch.setenv("ENIGMA_OPENAI_API_KEY", KEY)
