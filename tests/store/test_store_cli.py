@@ -249,3 +249,25 @@ def test_the_store_folder_gets_the_users_umask(tmp_path, good_records):
     assert res.exit_code == 0, res.output
     assert stat.S_IMODE((tmp_path / "store").stat().st_mode) == 0o750
 
+
+def test_broken_jsonl_links_in_an_input_folder_are_reject_rows(tmp_path, good_records):
+    folder = tmp_path / "in"
+    folder.mkdir()
+    write_jsonl(folder / "good.jsonl", good_records)
+    (folder / "dangling.jsonl").symlink_to(tmp_path / "nowhere.jsonl")
+    (folder / "loop.jsonl").symlink_to(folder / "loop.jsonl")
+    out = tmp_path / "store"
+    res = _ingest("jsonl", folder, "--out", out, *SCALES)
+    assert res.exit_code == 0, res.output
+    assert "6 dialogues, 2 agents, 24 turns, 2 rejects" in res.output
+    rejects = ExperienceStore.open(out).rejects.to_pylist()
+    assert [(r["source_file"], r["record"], r["field"]) for r in rejects] == [
+        (str(folder / "dangling.jsonl"), None, None), (str(folder / "loop.jsonl"), None, None)]
+    assert "leads to no file: No such file or directory" in rejects[0]["reason"] and "nowhere.jsonl" in rejects[0]["reason"]
+    assert "leads to no file: Too many levels of symbolic links" in rejects[1]["reason"]
+    # a folder of nothing but broken links: the error names them, not "no files"
+    (folder / "good.jsonl").unlink()
+    res = _ingest("jsonl", folder, "--out", tmp_path / "other", *SCALES)
+    assert res.exit_code == 2 and "no dialogue could be loaded (2 record(s) rejected)" in res.output
+    assert "dangling.jsonl:- [-] symbolic link" in res.output
+
