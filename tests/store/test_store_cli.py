@@ -271,3 +271,12 @@ def test_broken_jsonl_links_in_an_input_folder_are_reject_rows(tmp_path, good_re
     assert res.exit_code == 2 and "no dialogue could be loaded (2 record(s) rejected)" in res.output
     assert "dangling.jsonl:- [-] symbolic link" in res.output
 
+
+def test_the_warning_for_agents_with_few_dialogues_says_they_have_fewer(tmp_path, good_records):
+    params = tmp_path / "params.yaml"
+    params.write_text("ingest:\n  min_dialogues_per_agent: 20\n")
+    res = _ingest("jsonl", write_jsonl(tmp_path / "in.jsonl", good_records), "--out", tmp_path / "store",
+                  "--params", params, *SCALES)
+    assert res.exit_code == 0, res.output
+    assert "warning: agents.n_dialogues: agent has fewer than 20 dialogues (ingest.min_dialogues_per_agent)" in res.output
+    assert ">= 20" not in res.output
