@@ -39,9 +39,10 @@ def served(tmp_path_factory):
     out = tmp / "server.log"
     env = dict(os.environ, PYTHONPATH=f"{REPO}:{REPO / 'src'}", ENIGMA_TEST_CALL_LOG=str(call_log),
                SERVE_KEY=KEY)
+    (tmp / "defaults.yaml").write_text("")  # an empty params file: the built-in defaults
     argv = [sys.executable, "-c", "from enigma.cli import app; app()", "serve", "python:tests.agents.toy_agents:counting",
             "--port", str(port), "--model-name", "counting", "--api-key-env", "SERVE_KEY",
-            "--params", str(tmp / "none.yaml")]
+            "--params", str(tmp / "defaults.yaml")]
     with serve_process(argv, port, tmp, env, out) as base:
         yield f"{base}/v1", call_log, out
 

@@ -39,11 +39,12 @@ def test_user_errors_exit_2_with_the_file_named(tmp_path):
     pd.DataFrame({"estimator": ["e"], "agent_id": ["a"], "rating": ["r"]}).to_csv(bad, index=False)
     truth = tmp_path / "truth.csv"
     pd.DataFrame({"agent_id": ["a"], "rating": ["r"], "value": [0.5]}).to_csv(truth, index=False)
+    (tmp_path / "defaults.yaml").write_text("")  # an empty params file: the built-in defaults
     out = runner.invoke(app, ["report", "build", "--results", str(bad), "--benchmark", "b", "--truth", str(truth),
-                              "--params", str(tmp_path / "none.yaml")])
+                              "--params", str(tmp_path / "defaults.yaml")])
     assert out.exit_code == 2 and "results.csv: missing column(s) ['estimate']" in out.output
     out = runner.invoke(app, ["report", "build", "--results", str(bad), "--benchmark", "b",
-                              "--params", str(tmp_path / "none.yaml")])
+                              "--params", str(tmp_path / "defaults.yaml")])
     assert out.exit_code == 2 and "exactly one of --truth" in out.output
     out = runner.invoke(app, ["report", "show", str(tmp_path / "missing.json")])
     assert out.exit_code == 2 and "missing.json: summary not found" in out.output
