@@ -84,7 +84,7 @@ class EstimatorEntry(BaseModel):
 # own default is the documented one, not DiceConfig's field defaults (gradient descent-ascent, the
 # weighted value, no interval). tests/test_cli_faults.py checks the two resolve alike.
 DEFAULT_ENIGMA_DICE: dict[str, Any] = {
-    "preset": "exact_nu", "tmax": 15, "encoder": "frozen", "project_dim": 32, "pca": "randomized", "head_hidden": 0,
+    "preset": "exact_nu", "tmax": None, "encoder": "frozen", "project_dim": 32, "pca": "randomized", "head_hidden": 0,
     "alpha_nu": 0.0001, "agreement": True, "reply_measures": True, "grounding": True, "target_history": "source",
     "value": "dr", "dr_slot_tol": 0.1, "q_ridge": 0.01, "q_model": "fqe",
     "fqe": {"agreement": False, "ensemble": 3, "linear_members": 1}, "random_features": 0, "steps": 400,
