@@ -79,6 +79,20 @@ class EstimatorEntry(BaseModel):
     note: str | None = None
 
 
+# ENIGMA as params.yaml's ``estimators.enigma`` runs it, for a params file without an
+# ``estimators`` section and for a user outside the repository (no params.yaml): the package's
+# own default is the documented one, not DiceConfig's field defaults (gradient descent-ascent, the
+# weighted value, no interval). tests/test_cli_faults.py checks the two resolve alike.
+DEFAULT_ENIGMA_DICE: dict[str, Any] = {
+    "preset": "exact_nu", "tmax": None, "encoder": "frozen", "project_dim": 32, "pca": "randomized", "head_hidden": 0,
+    "alpha_nu": 0.0001, "agreement": True, "reply_measures": True, "grounding": True, "target_history": "source",
+    "value": "dr", "dr_slot_tol": 0.1, "q_ridge": 0.01, "q_model": "fqe",
+    "fqe": {"agreement": False, "ensemble": 3, "linear_members": 1}, "random_features": 0, "steps": 400,
+    "log_every": 5, "interval_resamples": 100, "interval_tol": 0.001, "interval_refit": "multipliers",
+    "batch_size": None, "missing_targets": "error",
+}
+
+
 def _fill(section: dict, key: str, value: Any) -> None:
     if value is not None:
         section.setdefault(key, value)
@@ -105,7 +119,7 @@ class Params(BaseModel):
     sample: SampleConfig = SampleConfig()
     serve: ServeSettings = ServeSettings()
     encode: EncodeConfig = EncodeConfig()
-    estimators: dict[str, EstimatorEntry] = {}  # without the section: {"enigma": {}}, ENIGMA on its defaults
+    estimators: dict[str, EstimatorEntry] = {}  # without the section: ENIGMA as params.yaml runs it (DEFAULT_ENIGMA_DICE)
     comparators: ComparatorsConfig = ComparatorsConfig()
     report: ReportConfig = ReportConfig()
     tracking: TrackingConfig = TrackingConfig()
@@ -139,7 +153,7 @@ class Params(BaseModel):
         _fill(transcripts, "encoder", model)
         _fill(transcripts, "embed_cache_dir", cache)
         if data.get("estimators") is None:
-            data["estimators"] = {"enigma": {}}  # ENIGMA on its defaults
+            data["estimators"] = {"enigma": {"dice": copy.deepcopy(DEFAULT_ENIGMA_DICE)}}
         estimators = data["estimators"] if isinstance(data["estimators"], dict) else {}
         for entry in estimators.values():
             if isinstance(entry, dict) and entry.get("base") is None:  # a variant inherits them from its base
@@ -232,9 +246,50 @@ def load_yaml(path: str | Path) -> dict[str, Any]:
     if not path.is_file():
         raise ParamsError(f"{path}: parameters file not found")
     try:
-        data = yaml.safe_load(path.read_text()) or {}
+        text = path.read_text()
+        _check_expansion(yaml.compose(text, Loader=yaml.SafeLoader), path)
+        data = yaml.safe_load(text) or {}
     except yaml.YAMLError as exc:
         raise ParamsError(f"{path}: not valid YAML ({exc})") from exc
     if not isinstance(data, dict):
         raise ParamsError(f"{path}: expected a mapping of sections at the top level")
     return data
+
+
+# Aliases may repeat a block (params.yaml repeats a source and a list of estimators), but nested
+# aliases multiply: 400 bytes of them expand to hundreds of millions of nodes, which the
+# validation would walk for minutes. params.yaml itself expands to under 2,000.
+MAX_EXPANDED_NODES = 100_000
+
+
+def _check_expansion(root: yaml.Node | None, path: Path) -> None:
+    """Refuse a document whose aliases expand past ``MAX_EXPANDED_NODES`` or refer to
+    themselves, counting each distinct node once (so the count costs what the file's size does)."""
+    sizes: dict[int, int] = {}
+    open_nodes: set[int] = set()
+
+    def size(node: yaml.Node) -> int:
+        key = id(node)
+        if key in sizes:
+            return sizes[key]
+        if key in open_nodes:
+            raise ParamsError(f"{path}: an alias refers to a block that contains it (line {node.start_mark.line + 1})")
+        open_nodes.add(key)
+        if isinstance(node, yaml.MappingNode):
+            children = [n for pair in node.value for n in pair]
+        elif isinstance(node, yaml.SequenceNode):
+            children = node.value
+        else:
+            children = []
+        total = 1
+        for child in children:
+            total += size(child)
+            if total > MAX_EXPANDED_NODES:
+                raise ParamsError(f"{path}: its aliases expand to more than {MAX_EXPANDED_NODES:,} values "
+                                  f"(near line {child.start_mark.line + 1}); a parameters file repeats a block a few times at most")
+        open_nodes.discard(key)
+        sizes[key] = total
+        return total
+
+    if root is not None:
+        size(root)

@@ -54,8 +54,9 @@ def served(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("serve-key")
     port = free_port()
     env = dict(os.environ, SERVE_KEY=KEY)
+    (tmp / "defaults.yaml").write_text("")  # an empty params file: the built-in defaults
     argv = ENIGMA + ["serve", "python:enigma.agents.examples:echo", "--port", str(port), "--api-key-env", "SERVE_KEY",
-                     "--params", str(tmp / "none.yaml")]
+                     "--params", str(tmp / "defaults.yaml")]
     with serve_process(argv, port, tmp, env, tmp / "server.log") as base:
         yield f"{base}/v1", tmp / "server.log"
 
@@ -174,8 +175,9 @@ def test_serve_strips_its_own_key_too(tmp_path):
     client's clean key."""
     port = free_port()
     env = dict(os.environ, SERVE_KEY=KEY + "\r\n")
+    (tmp_path / "defaults.yaml").write_text("")  # an empty params file: the built-in defaults
     argv = ENIGMA + ["serve", "python:enigma.agents.examples:echo", "--port", str(port), "--api-key-env", "SERVE_KEY",
-                     "--params", str(tmp_path / "none.yaml")]
+                     "--params", str(tmp_path / "defaults.yaml")]
     with serve_process(argv, port, tmp_path, env, tmp_path / "server.log") as base:
         ok = httpx.get(f"{base}/v1/models", headers={"Authorization": f"Bearer {KEY}"})
         assert ok.status_code == 200

@@ -50,8 +50,9 @@ def test_readme_serve_example_runs_as_written(tmp_path):
 def test_stochastic_example_samples_its_declared_distribution(tmp_path):
     store = T.write_tiny_store(tmp_path / "store", n_dialogues=4)  # 12 agent turns
     out = tmp_path / "targets.parquet"
+    (tmp_path / "defaults.yaml").write_text("")  # an empty params file: the built-in defaults
     res = CliRunner().invoke(app, ["sample", str(store), "python:enigma.agents.examples:stochastic", "-n", "100",
-                                   "--cache-dir", str(tmp_path / "cache"), "--params", str(tmp_path / "none.yaml"),
+                                   "--cache-dir", str(tmp_path / "cache"), "--params", str(tmp_path / "defaults.yaml"),
                                    "-q", "-o", str(out)])
     assert res.exit_code == 0, res.output
     texts = pq.read_table(out).column("text").to_pylist()

@@ -39,9 +39,10 @@ def served(tmp_path_factory):
     out = tmp / "server.log"
     env = dict(os.environ, PYTHONPATH=f"{REPO}:{REPO / 'src'}", ENIGMA_TEST_CALL_LOG=str(call_log),
                SERVE_KEY=KEY)
+    (tmp / "defaults.yaml").write_text("")  # an empty params file: the built-in defaults
     argv = [sys.executable, "-c", "from enigma.cli import app; app()", "serve", "python:tests.agents.toy_agents:counting",
             "--port", str(port), "--model-name", "counting", "--api-key-env", "SERVE_KEY",
-            "--params", str(tmp / "none.yaml")]
+            "--params", str(tmp / "defaults.yaml")]
     with serve_process(argv, port, tmp, env, out) as base:
         yield f"{base}/v1", call_log, out
 
@@ -59,6 +60,19 @@ def test_models_and_completions(served, monkeypatch):
     bad = httpx.post(f"{base}/chat/completions", json={"messages": [{"role": "robot", "content": "x"}]}, headers=headers)
     assert bad.status_code == 400 and "messages[0].role" in bad.json()["error"]["message"]
     assert httpx.post(f"{base}/chat/completions", json=body).status_code == 401
+
+
+@pytest.mark.parametrize("body", [b'{"messages": [', b"[1, 2]", b"\xff\xfe not JSON"])
+def test_the_key_is_checked_before_the_body(served, body):
+    """An unauthenticated request learns nothing about its body (it got FastAPI's 422 before);
+    an authenticated bad body gets 400 naming what is wrong."""
+    base, _, _ = served
+    url, json_type = f"{base}/chat/completions", {"Content-Type": "application/json"}
+    r = httpx.post(url, content=body, headers=json_type)
+    assert r.status_code == 401 and r.json()["error"]["type"] == "authentication_error"
+    r = httpx.post(url, content=body, headers={**json_type, "Authorization": f"Bearer {KEY}"})
+    assert r.status_code == 400 and r.json()["error"]["type"] == "invalid_request_error"
+    assert r.json()["error"]["message"].startswith("request body: ")
 
 
 def test_client_against_served_agent(served, monkeypatch):
@@ -183,10 +197,13 @@ def test_retries_after_transient_errors_and_fills_ignored_n():
 
 
 def test_empty_reply_is_a_recorded_failure(tmp_path):
-    srv, url = http_server(lambda h: (200, _ok(1, "")))
+    import itertools
+
+    calls = itertools.count()  # every other answer is empty (one that always is: an unusable agent)
+    srv, url = http_server(lambda h: (200, _ok(1, "" if next(calls) % 2 == 0 else "fine")))
     try:
         table, _ = run_sampling(T.tiny_store(n_dialogues=1), f"openai:{url}#m", cache_dir=tmp_path,
                                 settings=settings(), max_consecutive_errors=100, progress=False)
     finally:
         srv.shutdown()
-    assert set(table["error"].to_pylist()) == {"empty reply"}
+    assert set(table["error"].to_pylist()) == {"empty reply", None}

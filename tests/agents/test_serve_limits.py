@@ -90,7 +90,7 @@ def test_hung_calls_time_out_and_do_not_block_health(server):
     assert "did not answer within 1s" in log.read_text()
 
 
-@pytest.mark.parametrize("text", ["NONSTR", "SHORT", "NOTLIST"])
+@pytest.mark.parametrize("text", ["NONSTR", "SHORT", "NOTLIST", "SURROGATE"])
 def test_malformed_replies_get_500_and_are_logged(server, text):
     base, log = server
     r = httpx.post(f"{base}/v1/chat/completions", json=ask(text, n=3))
@@ -112,3 +112,17 @@ def test_agent_exception_text_stays_in_the_server_log(server):
     text = log.read_text()
     at = text.index(f"error id {err['id']}: the agent failed")
     assert "Traceback" in text[at:] and T.AGENT_SECRET in text[at:]
+
+
+@pytest.mark.parametrize("content", ['"hi \\ud83d"', '[{"type": "text", "text": "hi \\ud83d"}]'])
+def test_a_lone_surrogate_in_a_request_gets_400(server, content):
+    """JSON's "\\ud83d" (half an emoji) parses, but is not text: the request is refused before the
+    agent sees it, instead of a bare 500 when the reply quoting it could not be encoded."""
+    base, log = server
+    body = '{"messages": [{"role": "user", "content": %s}]}' % content
+    r = httpx.post(f"{base}/v1/chat/completions", content=body.encode(), headers={"Content-Type": "application/json"})
+    assert r.status_code == 400, r.text
+    err = r.json()["error"]
+    assert err["type"] == "invalid_request_error"
+    assert err["message"].startswith("messages[0].content: not valid Unicode: lone surrogate \\ud83d")
+    assert "UnicodeEncodeError" not in log.read_text()

@@ -61,6 +61,22 @@ class FaultyAgent(EchoAgent):
         return super().respond(history, n, seed)
 
 
+HALF_EMOJI = "here you go \ud83d"  # an emoji cut in half: not Unicode text, no Parquet file holds it
+
+
+class HalfEmojiAgent(EchoAgent):
+    """Answers half an emoji where the last turn asks for an emoji, and echoes otherwise."""
+
+    def respond(self, history, n=1, seed=None):
+        if history and "emoji" in history[-1].text:
+            return [HALF_EMOJI] * n
+        return super().respond(history, n, seed)
+
+
+def half_emoji():
+    return HalfEmojiAgent()
+
+
 class AlwaysFails:
     def respond(self, history, n=1, seed=None):
         raise ConnectionError("connection refused")
@@ -167,7 +183,8 @@ AGENT_SECRET = "connection string postgres://admin:hunter2@db.internal/prod"
 class MisbehavingAgent(EchoAgent):
     """What a served agent can do wrong, chosen by the last text: HANG sleeps
     ENIGMA_TEST_HANG_S seconds (default 30), RAISE raises an exception carrying AGENT_SECRET,
-    NONSTR answers numbers, SHORT one reply too few, NOTLIST a bare string."""
+    NONSTR answers numbers, SHORT one reply too few, NOTLIST a bare string, SURROGATE half an
+    emoji (a lone surrogate, which no JSON answer can carry)."""
 
     def respond(self, history, n=1, seed=None):
         import time
@@ -183,6 +200,8 @@ class MisbehavingAgent(EchoAgent):
             return super().respond(history, n, seed)[: n - 1]
         if "NOTLIST" in last:
             return "just one string"
+        if "SURROGATE" in last:
+            return [HALF_EMOJI] * n
         return super().respond(history, n, seed)
 
 

@@ -39,11 +39,12 @@ def test_user_errors_exit_2_with_the_file_named(tmp_path):
     pd.DataFrame({"estimator": ["e"], "agent_id": ["a"], "rating": ["r"]}).to_csv(bad, index=False)
     truth = tmp_path / "truth.csv"
     pd.DataFrame({"agent_id": ["a"], "rating": ["r"], "value": [0.5]}).to_csv(truth, index=False)
+    (tmp_path / "defaults.yaml").write_text("")  # an empty params file: the built-in defaults
     out = runner.invoke(app, ["report", "build", "--results", str(bad), "--benchmark", "b", "--truth", str(truth),
-                              "--params", str(tmp_path / "none.yaml")])
+                              "--params", str(tmp_path / "defaults.yaml")])
     assert out.exit_code == 2 and "results.csv: missing column(s) ['estimate']" in out.output
     out = runner.invoke(app, ["report", "build", "--results", str(bad), "--benchmark", "b",
-                              "--params", str(tmp_path / "none.yaml")])
+                              "--params", str(tmp_path / "defaults.yaml")])
     assert out.exit_code == 2 and "exactly one of --truth" in out.output
     out = runner.invoke(app, ["report", "show", str(tmp_path / "missing.json")])
     assert out.exit_code == 2 and "missing.json: summary not found" in out.output
@@ -99,3 +100,21 @@ def test_report_build_and_show_say_when_only_enigmas_own_settings_lead(tmp_path)
     text = " ".join(shown.output.split())  # the terminal may wrap the sentence
     assert "ENIGMA is the best estimator here that is not one of its own settings: it ranks 2 of 4" in text
     assert "ahead of ridge by" in text and "1 of its own settings rank above it" in text and "NOT the best" not in text
+
+
+def test_a_binary_file_in_the_results_folder_is_named(tmp_path):
+    results_dir = tmp_path / "results"
+    (results_dir / "enigma").mkdir(parents=True)
+    binary = results_dir / "enigma" / "agent0.json"
+    binary.write_bytes(b"\x89PNG\r\n\x1a\n\xae\x00\xff")
+    truth = tmp_path / "truth.csv"
+    pd.DataFrame({"agent_id": ["agent0"], "rating": ["r"], "value": [0.5]}).to_csv(truth, index=False)
+    params = tmp_path / "params.yaml"
+    params.write_text("report:\n  plots: false\n")
+    out = runner.invoke(app, ["report", "build", "--results", str(results_dir), "--benchmark", "b", "--truth", str(truth),
+                              "--out", str(tmp_path / "reports"), "--params", str(params)])
+    assert out.exit_code == 2, out.output
+    assert out.output.startswith(f"error: {binary}: not a result file") and "can't decode byte 0x89" in out.output
+    assert "Traceback" not in out.output
+    shown = runner.invoke(app, ["report", "show", str(binary)])
+    assert shown.exit_code == 2 and shown.output.startswith(f"error: {binary}: not a report summary (not UTF-8 text")

@@ -156,7 +156,8 @@ def test_cli_estimate_writes_estimates_and_curves_and_resumes(problem, tmp_path)
 def test_cli_reports_bad_input_in_one_line(problem, tmp_path):
     _, store, _, ta = problem
     store.write(tmp_path / "store")
-    base = ["estimate", "--experience", str(tmp_path / "store"), "--out", str(tmp_path / "o"), "--params", str(tmp_path / "none.yaml")]
+    (tmp_path / "defaults.yaml").write_text("")  # an empty params file: the built-in defaults
+    base = ["estimate", "--experience", str(tmp_path / "store"), "--out", str(tmp_path / "o"), "--params", str(tmp_path / "defaults.yaml")]
     res = CliRunner().invoke(app, base + ["--target-actions", "t=" + str(tmp_path / "missing.parquet"), "--encoder", "onehot"])
     assert res.exit_code == 2 and "missing.parquet" in res.output
     res = CliRunner().invoke(app, base + ["--target-actions", "oops"])

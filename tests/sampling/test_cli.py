@@ -91,3 +91,56 @@ def test_killed_process_resumes(tmp_path):
     second_calls = len(log.read_text().splitlines())
     assert summary["n_cached"] == cached and second_calls == summary["n_unique_states"] - cached
     assert pq.read_table(tmp_path / "out.parquet").column("error").null_count == 30
+
+
+def _ingested_store(tmp_path: Path) -> Path:
+    """Five dialogues of two agent turns each, ingested as a user would; d1's customer asks for
+    an emoji."""
+    records = []
+    for i in range(5):
+        ask = "send me an emoji" if i == 1 else f"d{i} asks"
+        turns = [t for k in range(2) for t in ({"role": "user", "text": f"{ask} {k}"}, {"role": "agent", "text": f"d{i} answers {k}"})]
+        records.append({"dialog_id": f"d{i}", "agent_id": "a1", "turns": turns, "ratings": {"score": i / 4}})
+    (tmp_path / "logs.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    store = tmp_path / "store"
+    r = CliRunner().invoke(app, ["ingest", "jsonl", str(tmp_path / "logs.jsonl"), "--out", str(store), "--scale", "score=0:1"])
+    assert r.exit_code == 0, r.output
+    return store
+
+
+def test_a_run_in_which_every_call_failed_is_an_unusable_agent(tmp_path):
+    """A dead server and a store of 10 agent turns: too few calls to reach
+    max_consecutive_errors (20), yet not one reply. `enigma sample` and `enigma estimate -t` both
+    say so in one line and exit 2, and write no table of failures."""
+    from tests.agents.serving import free_port
+
+    store = _ingested_store(tmp_path)
+    spec = f"openai:http://127.0.0.1:{free_port()}/v1#m"  # nothing listens on that port
+    params = _params(tmp_path, n_samples=1, agents={"openai": {"max_retries": 0}})
+    out = tmp_path / "targets.parquet"
+    r = CliRunner().invoke(app, ["sample", str(store), spec, "--out", str(out), "--params", str(params), "-q"])
+    assert r.exit_code == 2, r.output
+    assert r.stderr.startswith(f"error: agent {spec}: all 10 calls of this run failed") and r.stderr.count("\n") == 1
+    assert "Connection refused" in r.stderr and not out.exists()
+    r = CliRunner().invoke(app, ["estimate", "-e", str(store), "-t", f"t={spec}", "--encoder", "onehot", "-o",
+                                 str(tmp_path / "out"), "--params", str(params), "-q"])
+    assert r.exit_code == 2, r.output
+    assert r.stderr.startswith(f"error: agent {spec}: all 10 calls of this run failed") and r.stderr.count("\n") == 1
+    assert not (tmp_path / "out" / "estimates.json").exists()
+
+
+def test_a_reply_holding_a_lone_surrogate_is_an_error_row_and_the_run_goes_on(tmp_path):
+    """Half an emoji cannot be written to Parquet: the sample fails, named in its row's error,
+    and the other dialogues' replies are kept (a run where some calls succeed is no unusable agent)."""
+    store = _ingested_store(tmp_path)
+    out = tmp_path / "targets.parquet"
+    r = CliRunner().invoke(app, ["sample", str(store), "python:tests.agents.toy_agents:half_emoji", "--out", str(out),
+                                 "--params", str(_params(tmp_path, n_samples=1)), "-q"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout.strip().splitlines()[-1])["failed_samples"] == 2
+    rows = pq.read_table(out).to_pylist()
+    failed = [row for row in rows if row["error"] is not None]
+    assert [(row["dialog_id"], row["turn_index"]) for row in failed] == [("d1", 1), ("d1", 3)]
+    assert all(row["text"] is None and row["error"].startswith("reply is not valid Unicode: lone surrogate \\ud83d")
+               for row in failed)
+    assert all(row["text"].startswith("re: d") for row in rows if row["error"] is None) and len(rows) == 10

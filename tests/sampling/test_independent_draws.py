@@ -26,8 +26,9 @@ def test_repeated_states_show_the_agents_reply_distribution(tmp_path):
     store = reference_problem().logs(2000, seed=3)
     store_dir = store.write(tmp_path / "store")
     out = tmp_path / "targets.parquet"
+    (tmp_path / "defaults.yaml").write_text("")  # an empty params file: the built-in defaults
     r = CliRunner().invoke(app, ["sample", str(store_dir), STEADY, "-n", "2", "--cache-dir", str(tmp_path / "cache"),
-                                 "-o", str(out), "-q", "--params", str(tmp_path / "none.yaml")])
+                                 "-o", str(out), "-q", "--params", str(tmp_path / "defaults.yaml")])
     assert r.exit_code == 0, r.output
     table = pq.read_table(out)
     by_state: dict[str, Counter] = defaultdict(Counter)

@@ -3,6 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
+import stat
+import subprocess
+import sys
+from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
@@ -148,3 +154,129 @@ def test_data_summary_means_match_arrow(tmp_path, good_records):
 def test_data_summary_of_a_non_store_exits_2(tmp_path):
     res = runner.invoke(app, ["data", "summary", str(tmp_path)])
     assert res.exit_code == 2 and "error:" in res.output and "dialogues.parquet" in res.output
+
+
+# ---- the store's replacement: kills, concurrent ingests, mode (issue 60) -------------------
+REPO = Path(__file__).resolve().parents[2]
+ENIGMA = [sys.executable, "-c", "from enigma.cli import app; app()"]
+SCALES = ("--scale", "overall=1:5", "--scale", "fun=0:1")
+
+
+def _ingest_process(tmp_path, source, out, at_swap=None) -> subprocess.Popen:
+    """``enigma ingest`` of this checkout in a process of its own; ``at_swap`` is the test-only
+    hook of store/ingest.py (kill, or wait:<file>) right after the old store left its place."""
+    env = dict(os.environ, PYTHONPATH=f"{REPO}:{REPO / 'src'}")
+    env.pop("ENIGMA_TEST_INGEST_AT_SWAP", None)
+    if at_swap:
+        env["ENIGMA_TEST_INGEST_AT_SWAP"] = at_swap
+    return subprocess.Popen(ENIGMA + ["ingest", "jsonl", str(source), "--out", str(out), *SCALES, "--no-progress"],
+                            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _line_with(stream, words: str) -> str:
+    """The first line of ``stream`` holding ``words``; '' if it ends first."""
+    for line in stream:
+        if words in line:
+            return line
+    return ""
+
+
+def _dialogue_ids(out) -> list[str]:
+    return sorted(ExperienceStore.open(out).dialogues.column("dialog_id").to_pylist())
+
+
+def test_a_kill_while_the_store_is_replaced_leaves_a_complete_store(tmp_path, good_records):
+    out = tmp_path / "store"
+    assert _ingest("jsonl", write_jsonl(tmp_path / "old.jsonl", good_records), "--out", out, *SCALES).exit_code == 0
+    new = write_jsonl(tmp_path / "new.jsonl", good_records[:4])
+    killed = _ingest_process(tmp_path, new, out, at_swap="kill")
+    killed.communicate(timeout=120)
+    assert killed.returncode == -signal.SIGKILL
+    # every table opens and agrees with its manifest: the old store or the new, never none
+    store = ExperienceStore.open(out)
+    assert _dialogue_ids(out) in (["d0", "d1", "d2", "d3", "d4", "d5"], ["d0", "d1", "d2", "d3"])
+    assert json.loads((out / "manifest.json").read_text())["n_dialogues"] == store.dialogues.num_rows
+    # the next ingest clears what the killed one left beside the store
+    assert _ingest("jsonl", new, "--out", out, *SCALES).exit_code == 0
+    assert _dialogue_ids(out) == ["d0", "d1", "d2", "d3"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["new.jsonl", "old.jsonl", "store"]
+
+
+def test_an_old_store_left_aside_by_a_kill_is_put_back_by_the_next_ingest(tmp_path, good_records):
+    # Where paths cannot be exchanged in one step the old store waits at .store.old while the new
+    # one moves in; a kill there leaves it aside, and the next ingest, even one that fails, puts it back.
+    out = tmp_path / "store"
+    assert _ingest("jsonl", write_jsonl(tmp_path / "old.jsonl", good_records), "--out", out, *SCALES).exit_code == 0
+    out.rename(tmp_path / ".store.old")
+    res = _ingest("jsonl", tmp_path / "missing.jsonl", "--out", out, *SCALES)
+    assert res.exit_code == 2 and "missing.jsonl: no such file" in res.output
+    assert _dialogue_ids(out) == ["d0", "d1", "d2", "d3", "d4", "d5"]
+    assert not (tmp_path / ".store.old").exists()
+
+
+def test_two_ingests_into_one_store_take_turns(tmp_path, good_records):
+    out = tmp_path / "store"
+    assert _ingest("jsonl", write_jsonl(tmp_path / "old.jsonl", good_records), "--out", out, *SCALES).exit_code == 0
+    release = tmp_path / "release"
+    first = _ingest_process(tmp_path, write_jsonl(tmp_path / "a.jsonl", good_records[:2]), out, f"wait:{release}")
+    second = None
+    try:
+        assert _line_with(first.stderr, "test: paused at the swap"), first.communicate()
+        second = _ingest_process(tmp_path, write_jsonl(tmp_path / "b.jsonl", good_records[:4]), out)
+        waiting = _line_with(second.stderr, "waiting:")
+        release.touch()
+        assert f"another ingest is writing {out}" in waiting
+        first_out, first_err = first.communicate(timeout=120)
+        second_out, second_err = second.communicate(timeout=120)
+    finally:
+        release.touch()
+        for p in (first, second):
+            if p is not None and p.poll() is None:
+                p.kill()
+    assert first.returncode == 0, first_err
+    assert second.returncode == 0, second_err
+    assert "wrote" in first_out and "wrote" in second_out
+    assert _dialogue_ids(out) == ["d0", "d1", "d2", "d3"]  # the second one's, written last
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.jsonl", "b.jsonl", "old.jsonl", "release", "store"]
+
+
+def test_the_store_folder_gets_the_users_umask(tmp_path, good_records):
+    old = os.umask(0o027)
+    try:
+        res = _ingest("jsonl", write_jsonl(tmp_path / "in.jsonl", good_records), "--out", tmp_path / "store", *SCALES)
+    finally:
+        os.umask(old)
+    assert res.exit_code == 0, res.output
+    assert stat.S_IMODE((tmp_path / "store").stat().st_mode) == 0o750
+
+
+def test_broken_jsonl_links_in_an_input_folder_are_reject_rows(tmp_path, good_records):
+    folder = tmp_path / "in"
+    folder.mkdir()
+    write_jsonl(folder / "good.jsonl", good_records)
+    (folder / "dangling.jsonl").symlink_to(tmp_path / "nowhere.jsonl")
+    (folder / "loop.jsonl").symlink_to(folder / "loop.jsonl")
+    out = tmp_path / "store"
+    res = _ingest("jsonl", folder, "--out", out, *SCALES)
+    assert res.exit_code == 0, res.output
+    assert "6 dialogues, 2 agents, 24 turns, 2 rejects" in res.output
+    rejects = ExperienceStore.open(out).rejects.to_pylist()
+    assert [(r["source_file"], r["record"], r["field"]) for r in rejects] == [
+        (str(folder / "dangling.jsonl"), None, None), (str(folder / "loop.jsonl"), None, None)]
+    assert "leads to no file: No such file or directory" in rejects[0]["reason"] and "nowhere.jsonl" in rejects[0]["reason"]
+    assert "leads to no file: Too many levels of symbolic links" in rejects[1]["reason"]
+    # a folder of nothing but broken links: the error names them, not "no files"
+    (folder / "good.jsonl").unlink()
+    res = _ingest("jsonl", folder, "--out", tmp_path / "other", *SCALES)
+    assert res.exit_code == 2 and "no dialogue could be loaded (2 record(s) rejected)" in res.output
+    assert "dangling.jsonl:- [-] symbolic link" in res.output
+
+
+def test_the_warning_for_agents_with_few_dialogues_says_they_have_fewer(tmp_path, good_records):
+    params = tmp_path / "params.yaml"
+    params.write_text("ingest:\n  min_dialogues_per_agent: 20\n")
+    res = _ingest("jsonl", write_jsonl(tmp_path / "in.jsonl", good_records), "--out", tmp_path / "store",
+                  "--params", params, *SCALES)
+    assert res.exit_code == 0, res.output
+    assert "warning: agents.n_dialogues: agent has fewer than 20 dialogues (ingest.min_dialogues_per_agent)" in res.output
+    assert ">= 20" not in res.output

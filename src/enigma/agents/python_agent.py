@@ -11,12 +11,18 @@ from enigma.agents.fingerprint import tree_identity
 from enigma.agents.spec import AgentSpec
 
 
+def _failed(exc: BaseException) -> str:
+    return f"called exit({exc.code!r})" if isinstance(exc, SystemExit) else f"raised {type(exc).__name__}: {exc}"
+
+
 def load_python_agent(spec: AgentSpec) -> Any:
     module_name, factory_name = spec.target.rsplit(":", 1)
     try:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
         raise AgentSpecError(f"agent spec {spec.raw!r}: cannot import module {module_name!r} ({exc})") from exc
+    except (Exception, SystemExit) as exc:  # the module's own code failed (or exited) on import
+        raise AgentUnavailable(f"agent {spec.raw}: importing {module_name} {_failed(exc)}") from exc
     factory = getattr(module, factory_name, None)
     if factory is None:
         raise AgentSpecError(f"agent spec {spec.raw!r}: module {module_name!r} has no attribute {factory_name!r}")
@@ -32,8 +38,10 @@ def load_python_agent(spec: AgentSpec) -> Any:
         pass
     try:
         agent = factory()
-    except Exception as exc:  # a factory that raises is an agent that cannot run, not a crash of ours
-        raise AgentUnavailable(f"agent {spec.raw}: its factory {module_name}.{factory_name}() raised {type(exc).__name__}: {exc}") from exc
+    # a factory that raises is an agent that cannot run, not a crash of ours; one that calls
+    # exit() would otherwise end the whole command with its code (0 for a bare exit()), saying nothing
+    except (Exception, SystemExit) as exc:
+        raise AgentUnavailable(f"agent {spec.raw}: its factory {module_name}.{factory_name}() {_failed(exc)}") from exc
     if not callable(getattr(agent, "respond", None)):
         raise AgentSpecError(
             f"agent spec {spec.raw!r}: {module_name}.{factory_name}() returned {type(agent).__name__}, "

@@ -14,6 +14,7 @@ that id, never the agent's own exception text.
 
 import asyncio
 import hmac
+import json
 import logging
 import threading
 import time
@@ -22,6 +23,7 @@ from typing import Any, Callable
 
 from enigma.agents.config import ServeSettings
 from enigma.contracts import Turn
+from enigma.store.readers.base import unicode_problem
 
 MAX_N = 64
 
@@ -54,7 +56,11 @@ def history_from_messages(messages: Any) -> list[Turn]:
             continue
         if role not in ("user", "assistant"):
             raise ValueError(f"{where}.role: {role!r} is not one of system, user, assistant")
-        turns.append(Turn("user" if role == "user" else "agent", _content_text(m.get("content"), where)))
+        text = _content_text(m.get("content"), where)
+        problem = unicode_problem(text)  # JSON's "\ud83d" parses, but no reply quoting it can be sent back
+        if problem:
+            raise ValueError(f"{where}.content: {problem}")
+        turns.append(Turn("user" if role == "user" else "agent", text))
     return turns
 
 
@@ -153,6 +159,9 @@ def _reply_problem(replies: Any, n: int) -> str | None:
     for i, text in enumerate(replies[:n]):
         if not isinstance(text, str):
             return f"reply {i} is {type(text).__name__}, not a string"
+        problem = unicode_problem(text)
+        if problem:  # it cannot be encoded into the answer
+            return f"reply {i} is {problem}"
     return None
 
 
@@ -184,10 +193,22 @@ def create_app(agent: Any, model_name: str, api_key: str | None = None, settings
         return {"object": "list", "data": [{"id": model_name, "object": "model", "created": 0, "owned_by": "enigma"}]}
 
     @app.post("/v1/chat/completions")
-    async def chat(request: Request, body: dict[str, Any]):
+    async def chat(request: Request):
+        # the body is read here, not declared as a parameter: FastAPI would parse it, and answer
+        # 422 to a bad one, before the key is checked
         if not authorised(request):
             return _error(401, "missing or wrong API key", "authentication_error")
         try:
+            try:
+                body = await request.json()
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"request body: not valid JSON ({exc.msg} at character {exc.pos})") from None
+            except UnicodeDecodeError:
+                raise ValueError("request body: not UTF-8") from None
+            except RecursionError:
+                raise ValueError("request body: JSON nested too deep") from None
+            if not isinstance(body, dict):
+                raise ValueError(f"request body: expected a JSON object, got {type(body).__name__}")
             history = history_from_messages(body.get("messages"))
             n = body.get("n", 1)
             if not isinstance(n, int) or isinstance(n, bool) or not 1 <= n <= MAX_N:

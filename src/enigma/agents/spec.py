@@ -50,6 +50,10 @@ def parse_spec(spec: str) -> AgentSpec:
         module, sep, factory = rest.rpartition(":")
         if not sep or not module or not factory or not factory.isidentifier():
             raise AgentSpecError(f"agent spec {spec!r}: expected 'python:<module>:<factory>'")
+        # a path or a relative name is no module an import can find (import_module raises TypeError on '..')
+        if any(not part or "/" in part or "\\" in part for part in module.split(".")):
+            raise AgentSpecError(f"agent spec {spec!r}: {module!r} is not a dotted module name such as mypkg.bots "
+                                 "(for a file, put its folder on PYTHONPATH and name the module)")
         return AgentSpec(kind, f"{module}:{factory}", raw=spec)
 
     if kind == "openai":

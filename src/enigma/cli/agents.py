@@ -9,7 +9,8 @@ from typing import List, Optional
 
 import typer
 
-from enigma.cli.errors import USER_ERRORS, user_errors
+from enigma.cli.errors import USER_ERRORS, agent_exits, user_errors
+from enigma.cli.options import PARAMS_HELP, check_out, load_params
 
 
 def _register_errors() -> None:
@@ -35,16 +36,14 @@ def register(app: typer.Typer) -> None:
         api_key_env: Optional[str] = typer.Option(
             None, "--api-key-env", help="require the key held in this environment variable as a Bearer token"
         ),
-        params: Path = typer.Option(
-            Path("params.yaml"), help="parameters file (sections 'sample.agents' and 'serve')"
-        ),
+        params: Optional[Path] = typer.Option(None, "--params", help=f"{PARAMS_HELP} (sections 'sample.agents' and 'serve')"),
     ):
         """Expose an agent as an OpenAI-compatible /v1/chat/completions endpoint."""
         from enigma.agents import load_agent
         from enigma.agents.apikey import read_api_key
         from enigma.agents.server import serve
 
-        p = _params(params)
+        p = load_params(params)
         cfg, serve_cfg = p.sample, p.serve
         api_key = None
         if api_key_env:
@@ -64,17 +63,21 @@ def register(app: typer.Typer) -> None:
         seed: Optional[int] = typer.Option(None, help="sampling seed (params: sample.seed)"),
         cache_dir: Optional[Path] = typer.Option(None, help="sample cache (params: sample.cache_dir)"),
         exclude_agent: List[str] = typer.Option([], "--exclude-agent", "-x", help="skip this agent's dialogues (repeatable)"),
-        params: Path = typer.Option(Path("params.yaml"), help="parameters file (section 'sample')"),
-        quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress bar"),
+        params: Optional[Path] = typer.Option(None, "--params", help=f"{PARAMS_HELP} (section 'sample')"),
+        progress: bool = typer.Option(True, "--progress/--no-progress", help="show a progress bar"),
+        quiet: bool = typer.Option(False, "--quiet", "-q", hidden=True, help="the same as --no-progress"),
     ):
         """Sample the target agent's replies at every logged agent turn of a store (cached, resumable)."""
         from enigma.sampling import run_sampling
 
-        cfg = _params(params).sample
+        cfg = load_params(params).sample
+        if out is not None:
+            check_out(out, "--out", folder=False)
         n = n_samples if n_samples is not None else cfg.n_samples
         s = seed if seed is not None else cfg.seed
         options = dict(cfg.run_options(), n_samples=n, seed=s, cache_dir=cache_dir or cfg.cache_dir)
-        table, stats = run_sampling(store, spec, exclude_agents=exclude_agent, progress=not quiet, **options)
+        with agent_exits(spec):
+            table, stats = run_sampling(store, spec, exclude_agents=exclude_agent, progress=progress and not quiet, **options)
         import pyarrow.parquet as pq
 
         if out is None:
@@ -87,9 +90,3 @@ def register(app: typer.Typer) -> None:
         if label:
             summary["approximation"] = label.decode()
         typer.echo(json.dumps(summary))
-
-
-def _params(params: Path):
-    from enigma.params import Params
-
-    return Params.load(params, missing="defaults")  # the CLI works outside a project too, on defaults

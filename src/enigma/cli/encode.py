@@ -9,6 +9,7 @@ from typing import List, Optional
 import typer
 
 from enigma.cli.errors import USER_ERRORS, user_errors
+from enigma.cli.options import PARAMS_HELP, load_params
 
 
 def _register_errors() -> None:
@@ -37,7 +38,7 @@ def encode_command(
     targets: List[Path] = typer.Option([], "--targets", "-t", help="sampled targets (Parquet file or folder); repeatable"),
     model: Optional[str] = typer.Option(None, "--model", help="minilm | mpnet | a local Hugging Face directory"),
     cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help="embedding cache directory"),
-    params: Path = typer.Option(Path("params.yaml"), "--params", help="parameters file (section 'encode')"),
+    params: Optional[Path] = typer.Option(None, "--params", help=f"{PARAMS_HELP} (section 'encode')"),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="show a progress bar"),
 ) -> None:
     """Encode every utterance of a store and every sampled target reply not cached yet, so a
@@ -45,13 +46,11 @@ def encode_command(
     _register_errors()
     from enigma.encoders.config import CacheConfig
     from enigma.encoders.warm import warm_cache
-    from enigma.params import Params
     from enigma.store.experience import ExperienceStore
 
     if experience is None and not targets:
         raise ValueError("nothing to encode: give --experience and/or --targets")
-    # outside a project checkout (no ./params.yaml): the built-in defaults
-    cfg = Params.load(params, missing="defaults" if params == Path("params.yaml") else "error").encode
+    cfg = load_params(params).encode
     if cache_dir is not None:
         cfg = cfg.model_copy(update={"cache": CacheConfig(**{**cfg.cache.model_dump(), "cache_dir": str(cache_dir)})})
     store = ExperienceStore.open(experience) if experience is not None else None

@@ -3,9 +3,10 @@ traceback. Unexpected exceptions still raise, so real bugs stay visible."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import sys
-from typing import Callable, TypeVar
+from typing import Callable, Iterator, TypeVar
 
 import typer
 
@@ -25,3 +26,15 @@ def user_errors(fn: F) -> F:
             sys.exit(2)
 
     return wrapper  # type: ignore[return-value]
+
+
+@contextlib.contextmanager
+def agent_exits(spec: str) -> Iterator[None]:
+    """Around the calls to agent ``spec``: its code calling exit() is an unusable agent, named
+    (a bare exit() would end the command with 0 and say nothing)."""
+    try:
+        yield
+    except SystemExit as exc:
+        from enigma.agents.errors import AgentUnavailable
+
+        raise AgentUnavailable(f"agent {spec}: its code called exit({exc.code!r})") from exc

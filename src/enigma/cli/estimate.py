@@ -26,7 +26,8 @@ from typing import List, Optional
 
 import typer
 
-from enigma.cli.errors import USER_ERRORS, user_errors
+from enigma.cli.errors import USER_ERRORS, agent_exits, user_errors
+from enigma.cli.options import PARAMS_HELP, check_out, load_params
 
 EXIT_NOT_CONVERGED = 3
 
@@ -61,7 +62,7 @@ def run_estimate(
     target_actions: dict[str, str],
     exclude_agents: list[str],
     out: Path,
-    params: Path,
+    params: Path | None,
     preset: str | None = None,
     encoder: str | None = None,
     n_samples: int | None = None,
@@ -71,25 +72,33 @@ def run_estimate(
 ) -> dict:
     """Estimate every target with the ``enigma`` entry of params' estimators; ``n_samples``,
     ``seed`` and ``cache_dir`` override the ``sample`` section (``cache_dir`` holds ``samples/``
-    and ``embeddings/``)."""
-    import pyarrow.parquet as pq
-
-    from enigma.estimators import dice_config
-    from enigma.evaluation.heldout import experience_without
-    from enigma.ope import EnigmaEstimator
-    from enigma.params import Params, ParamsError
-    from enigma.pipeline.score import score_agent
-    from enigma.store.experience import ExperienceStore
+    and ``embeddings/``); ``params`` None: ./params.yaml where there is one, else the built-in
+    defaults."""
+    from enigma.agents.spec import parse_spec
+    from enigma.params import ParamsError
 
     both = set(targets) & set(target_actions)
     if both:
         raise ValueError(f"target {sorted(both)[0]!r} given both as --target and --target-actions")
     if not targets and not target_actions:
         raise ValueError("no target: give --target NAME=SPEC or --target-actions NAME=FILE")
-    p = Params.load(params, missing="defaults")
+    # the options are checked before the estimators' imports (seconds) and any work
+    for spec in targets.values():
+        parse_spec(spec)
+    p = load_params(params)
+    check_out(out, "--out", folder=True)
+
+    import pyarrow.parquet as pq
+
+    from enigma.estimators import dice_config
+    from enigma.evaluation.heldout import experience_without
+    from enigma.ope import EnigmaEstimator
+    from enigma.pipeline.score import score_agent
+    from enigma.store.experience import ExperienceStore
+
     entry = p.estimators.get("enigma")
     if entry is None:
-        raise ParamsError(f"{params}: estimators has no entry 'enigma' (the estimator enigma estimate runs)")
+        raise ParamsError(f"{params or 'params.yaml'}: estimators has no entry 'enigma' (the estimator enigma estimate runs)")
     overrides = {k: v for k, v in (("preset", preset), ("encoder", encoder)) if v}
     if overrides:
         p = p.model_copy(update={"estimators": {**p.estimators, "enigma": entry.model_copy(update={"dice": {**entry.dice, **overrides}})}})
@@ -103,7 +112,7 @@ def run_estimate(
         stand_ins += [f"--target-actions {n}={f} (sampled from {spec})" for n, f in sorted(target_actions.items())
                       if (spec := unsourced_stand_in_table(f))]
         if stand_ins:
-            raise ParamsError(f"{params}: dice.knowledge {cfg.knowledge!r} with {stand_ins[0]}: "
+            raise ParamsError(f"{params or 'params.yaml'}: dice.knowledge {cfg.knowledge!r} with {stand_ins[0]}: "
                               f"{STAND_IN_REFUSAL}; set dice.knowledge to null, or sample.agents.transcripts.sources: true "
                               "(a file of replies: sample it again with it)")
     if cfg.torch_threads:
@@ -133,7 +142,8 @@ def run_estimate(
             from enigma.sampling import sample_targets
 
             exp = experience_without(store, name, sorted(excluded), require_in_store=False)
-            table = sample_targets(exp, targets[name], progress=progress, **sample_cfg.run_options())
+            with agent_exits(targets[name]):
+                table = sample_targets(exp, targets[name], progress=progress, **sample_cfg.run_options())
         else:
             path = Path(target_actions[name])
             if not path.is_file():
@@ -206,20 +216,21 @@ def register(app: typer.Typer) -> None:
         target_actions: List[str] = typer.Option([], "--target-actions", help="NAME=PARQUET of sampled replies (repeatable)"),
         exclude_agents: str = typer.Option("", "--exclude-agents", help="comma-separated agents left out of the experience"),
         out: Path = typer.Option(..., "--out", "-o", help="output directory"),
-        params: Path = typer.Option(Path("params.yaml"), help="parameters file (estimators.enigma.dice, sample, encode)"),
+        params: Optional[Path] = typer.Option(None, "--params", help=f"{PARAMS_HELP} (estimators.enigma.dice, sample, encode)"),
         preset: Optional[str] = typer.Option(None, help="DICE preset (params: estimators.enigma.dice.preset): exact_nu, default (gradient descent-ascent), paper, dualdice, gendice, bestdice"),
         encoder: Optional[str] = typer.Option(None, help="onehot, frozen or finetune (params: estimators.enigma.dice.encoder)"),
         n_samples: Optional[int] = typer.Option(None, "--n-samples", "-n", help="target replies per logged state (params: sample.n_samples)"),
         seed: Optional[int] = typer.Option(None, help="sampling seed (params: sample.seed)"),
         cache_dir: Optional[Path] = typer.Option(None, help="cache folder (embeddings, samples)"),
-        quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress bars"),
+        progress: bool = typer.Option(True, "--progress/--no-progress", help="show progress bars"),
+        quiet: bool = typer.Option(False, "--quiet", "-q", hidden=True, help="the same as --no-progress"),
     ) -> None:
         """Estimate target agents' ratings with ENIGMA (DICE on the other agents' logs)."""
         _register_errors()
         summary = run_estimate(
             experience, _pairs(target, "--target"), _pairs(target_actions, "--target-actions"),
             [a for a in exclude_agents.split(",") if a.strip()], out, params, preset, encoder,
-            n_samples, seed, cache_dir, progress=not quiet,
+            n_samples, seed, cache_dir, progress=progress and not quiet,
         )
         for name, ests in summary["targets"].items():
             verdict = {False: "  NOT CONVERGED: " + _why_not(summary["diagnostics"][name]), None: ""}.get(summary["converged"][name], "")

@@ -8,6 +8,7 @@ from typing import Optional
 import typer
 
 from enigma.cli.errors import USER_ERRORS, user_errors
+from enigma.cli.options import PARAMS_HELP, check_out, load_params
 
 data_app = typer.Typer(help="Inspect experience stores.", no_args_is_help=True)
 
@@ -34,19 +35,17 @@ def ingest_command(
     scale: Optional[list[str]] = typer.Option(
         None, "--scale", help="rating scale NAME=MIN:MAX (min-max to [0,1]) or NAME=MIN:MAX/DIVISOR; repeatable"),
     params: Optional[Path] = typer.Option(
-        None, "--params", help="parameters file (section 'ingest'); default ./params.yaml when present"),
+        None, "--params", help=f"{PARAMS_HELP} (section 'ingest')"),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="show progress bars"),
 ) -> None:
     """Read FORMAT input at PATH, validate it with Great Expectations and write the store."""
     _register_errors()
-    from enigma.params import Params
     from enigma.store.config import parse_scale_option
     from enigma.store.ingest import ingest
     from enigma.store import queries
 
-    if params is not None and not params.is_file():
-        raise FileNotFoundError(f"{params}: parameters file not found (--params)")
-    config = Params.load(params or Path("params.yaml"), missing="defaults").ingest
+    config = load_params(params).ingest
+    check_out(out, "--out", folder=True)
     scales = dict(parse_scale_option(s) for s in scale or [])
     result = ingest(fmt, path, out, config, scales, progress=progress)
     r = result.read

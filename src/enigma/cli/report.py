@@ -8,6 +8,7 @@ from typing import List, Optional
 import typer
 
 from enigma.cli.errors import USER_ERRORS, user_errors
+from enigma.cli.options import PARAMS_HELP, check_out, load_params
 
 report_app = typer.Typer(help="Leave-one-agent-out reports: build them, show their headline numbers.", no_args_is_help=True)
 
@@ -70,7 +71,7 @@ def build(
     truth_store: Optional[Path] = typer.Option(None, help="experience store: truth = each agent's mean rating"),
     curves: Optional[Path] = typer.Option(None, help="learning curves (Parquet); default: those in the results folder"),
     out: Optional[Path] = typer.Option(None, help="reports folder (default: params report.out_dir)"),
-    params: Path = typer.Option(Path("params.yaml"), help="parameters file (section 'report')"),
+    params: Optional[Path] = typer.Option(None, "--params", help=f"{PARAMS_HELP} (section 'report')"),
     plots: Optional[bool] = typer.Option(None, "--plots/--no-plots", help="draw the figures (default: params)"),
     note: Optional[str] = typer.Option(None, help="how the agents were run (e.g. stood in for by transcripts), shown in the report"),
 ) -> None:
@@ -82,11 +83,12 @@ def build(
     from enigma.evaluation.errors import EvaluationError
     from enigma.evaluation.report import SUMMARY_FILE, build_report
     from enigma.evaluation.truth import read_truth, truth_from_store
-    from enigma.params import Params
 
     if (truth is None) == (truth_store is None):
         raise EvaluationError("give exactly one of --truth (a truth table) or --truth-store (an experience store)")
-    cfg = Params.load(params, missing="defaults").with_overrides("report", plots=plots)
+    cfg = load_params(params).with_overrides("report", plots=plots)
+    out_dir = (out or cfg.out_dir) / benchmark
+    check_out(out_dir, "--out", folder=True)
     if truth is not None:
         truth_table = read_truth(truth)
     else:
@@ -98,7 +100,6 @@ def build(
         if not curves.is_file():
             raise EvaluationError(f"{curves}: learning-curve table not found")
         curve_table = pd.read_parquet(curves)
-    out_dir = (out or cfg.out_dir) / benchmark
     summary = build_report(results, truth_table, benchmark, out_dir, cfg, curves=curve_table, note=note)
     print_summary(summary, out_dir / SUMMARY_FILE)
 
@@ -109,20 +110,20 @@ def paper_spe(
     variant: str = typer.Option("default", help="'default' or 'hard' (the challenging variant)"),
     data_dir: Optional[Path] = typer.Option(None, help="folder with the See 2019 CSVs (default: data/raw/see2019_convai2_humaneval)"),
     out: Optional[Path] = typer.Option(None, help="reports folder (default: params report.out_dir)"),
-    params: Path = typer.Option(Path("params.yaml"), help="parameters file (section 'report')"),
+    params: Optional[Path] = typer.Option(None, "--params", help=f"{PARAMS_HELP} (section 'report')"),
 ) -> None:
     """Recompute the ENIGMA paper's self-play (SPE) correlations from its CSV, as a report."""
     _register_errors()
     from enigma.evaluation.paper_spe import CSV_FILES, ESTIMATOR_NAMES, read_spe_csv, see2019_dir
     from enigma.evaluation.report import SUMMARY_FILE, write_report
     from enigma.evaluation.errors import EvaluationError
-    from enigma.params import Params
 
     if variant not in CSV_FILES:
         raise EvaluationError(f"unknown variant {variant!r}; expected one of {sorted(CSV_FILES)}")
-    cfg = Params.load(params, missing="defaults").report
-    table, truth_table = read_spe_csv(see2019_dir(data_dir) / CSV_FILES[variant], ESTIMATOR_NAMES[variant])
+    cfg = load_params(params).report
     benchmark = f"see2019-spe-paper-{variant}"
     out_dir = (out or cfg.out_dir) / benchmark
+    check_out(out_dir, "--out", folder=True)
+    table, truth_table = read_spe_csv(see2019_dir(data_dir) / CSV_FILES[variant], ESTIMATOR_NAMES[variant])
     summary = write_report(table, truth_table, benchmark, out_dir, cfg)
     print_summary(summary, out_dir / SUMMARY_FILE)

@@ -8,6 +8,7 @@ from typing import Optional
 import typer
 
 from enigma.cli.errors import USER_ERRORS, user_errors
+from enigma.cli.options import PARAMS_HELP, check_out, load_params
 
 
 def _register_errors() -> None:
@@ -24,25 +25,24 @@ def simulate_command(
     dialogues_per_agent: Optional[int] = typer.Option(None, "--dialogues-per-agent", help="experience dialogues per agent"),
     truth_rollouts: Optional[int] = typer.Option(None, "--truth-rollouts", help="minimum on-policy rollouts per agent for the truth"),
     truth: Optional[Path] = typer.Option(None, "--truth", help="where to write the truth table (default <out>/truth.parquet)"),
-    params: Path = typer.Option(Path("params.yaml"), "--params", help="parameters file (section 'simulate')"),
+    params: Optional[Path] = typer.Option(None, "--params", help=f"{PARAMS_HELP} (section 'simulate')"),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="show a progress bar"),
     list_agents: bool = typer.Option(False, "--list-agents", help="print the preset's agents and exit"),
 ) -> None:
     """Roll out every agent of a preset against the simulated customer: the rated experience
     data (canonical store) and each agent's true value per rating (truth.parquet)."""
     _register_errors()
-    from enigma.params import Params
     from enigma.sim.generate import generate
     from enigma.sim.sellers import PRESETS, agent_spec
 
-    # outside a project checkout (no ./params.yaml): the built-in defaults
-    p = Params.load(params, missing="defaults" if params == Path("params.yaml") else "error")
+    p = load_params(params)
     cfg = p.with_overrides("simulate", preset=preset, seed=seed, dialogues_per_agent=dialogues_per_agent,
                            truth_rollouts=truth_rollouts)
     if list_agents:
         for agent_id, knobs in PRESETS[cfg.preset].items():
             typer.echo(f"{agent_spec(agent_id):45s} {knobs.description}")
         return
+    check_out(out, "--out", folder=True)
     summary = generate(cfg, out, truth_path=truth, progress=progress)
     typer.echo(
         f"wrote {out}: {summary['n_dialogues']:,} dialogues of {summary['n_agents']} agents ({cfg.preset}, seed {cfg.seed}); "

@@ -210,10 +210,10 @@ def read_results(path: str | Path) -> pd.DataFrame:
         rows = []
         for f in files:
             try:
-                got = json.loads(f.read_text())["rows"]
+                got = json.loads(f.read_text(encoding="utf-8"))["rows"]
                 if not isinstance(got, list) or not all(isinstance(r, dict) for r in got):
                     raise TypeError("'rows' is not a list of objects")
-            except (json.JSONDecodeError, KeyError, TypeError) as exc:
+            except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError) as exc:
                 raise EvaluationError(f"{f}: not a result file written by the leave-one-agent-out runner ({exc})") from exc
             rows += got
         # one frame from every row (not a concat of per-file frames, whose all-null columns

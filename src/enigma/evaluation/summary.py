@@ -448,9 +448,11 @@ def read_summary(path: str | Path) -> dict[str, Any]:
     if not path.is_file():
         raise EvaluationError(f"{path}: summary not found")
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
         raise EvaluationError(f"{path}: not valid JSON (line {exc.lineno}: {exc.msg})") from exc
+    except UnicodeDecodeError as exc:
+        raise EvaluationError(f"{path}: not a report summary (not UTF-8 text: {exc})") from exc
     for key in ("benchmark", "n_agents", "ratings", "estimators", "agents"):
         if key not in data:
             raise EvaluationError(f"{path}: field '{key}' missing; not a report summary")

@@ -12,7 +12,8 @@ Samples are cached per agent fingerprint, keyed by occurrence (or state, for a d
 agent), sample index and seed, so a rerun asks the agent nothing, an interrupted run resumes
 where it stopped with the draws it would have made, and a changed agent (new fingerprint) is
 sampled afresh. A failed call is recorded in the ``error`` column of its rows and the run goes
-on; a long run of failures stops it (the agent is down).
+on; a long run of failures stops it (the agent is down), and so does a run in which every call
+failed (too short for that run of failures).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from enigma.agents.errors import AgentCallError, AgentUnavailable
 from enigma.contracts import Turn
 from enigma.sampling.cache import SampleCache
 from enigma.store.experience import ExperienceStore
+from enigma.store.readers.base import storable, unicode_problem
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +62,8 @@ DrawMode = Literal["keyed", "state", "occurrence"]
 
 
 class SamplingAborted(AgentUnavailable):
-    """Too many consecutive failures: the agent looks down. What was sampled is on disk."""
+    """Too many consecutive failures, or not one reply in a run: the agent looks down. What was
+    sampled is on disk."""
 
 
 # how one run went (cache hits, calls sent and failed, time): logged and returned, kept out of the
@@ -189,7 +192,8 @@ def logged_agent_states(store: ExperienceStore, exclude_agents: Iterable[str] = 
 
 
 def _clean_error(exc: BaseException) -> str:
-    msg = f"{type(exc).__name__}: {exc}"
+    # an agent's exception may quote text Parquet cannot hold (a lone surrogate)
+    msg = storable(f"{type(exc).__name__}: {exc}")
     return msg if len(msg) <= MAX_ERROR_CHARS else msg[: MAX_ERROR_CHARS - 3] + "..."
 
 
@@ -304,6 +308,8 @@ def run_sampling(
                 out.append(row(occ, i, None, f"reply is {type(replies[r]).__name__}, not a string"))
             elif not replies[r].strip():
                 out.append(row(occ, i, None, "empty reply"))
+            elif problem := unicode_problem(replies[r]):  # Parquet cannot hold it: the sample fails, not the run
+                out.append(row(occ, i, None, f"reply is {problem}"))
             else:
                 out.append(row(occ, i, replies[r], None, sources[r] if sources else None))
         return out
@@ -320,6 +326,7 @@ def run_sampling(
     concurrency = max(1, int(getattr(agent, "concurrency", 1) or 1))
     buffer: list[dict] = []
     consecutive = 0
+    last_error = None
     t0 = time.perf_counter()
     bar = None
     if pending:
@@ -347,6 +354,7 @@ def run_sampling(
                 failed = any(r["error"] is not None for r in rows)
                 stats.n_failed += failed
                 consecutive = consecutive + 1 if failed else 0
+                last_error = next((r["error"] for r in reversed(rows) if r["error"] is not None), last_error)
                 buffer.extend(rows)
                 if bar is not None:
                     bar.update(1)
@@ -391,6 +399,13 @@ def run_sampling(
             columns["error"].append(row["error"])
             if sourced:
                 columns["source_context"].append(row.get("source_context"))
+    if stats.n_called and all(text is None for text in columns["text"]):
+        # too few calls to reach max_consecutive_errors, yet not one reply: the agent is unusable,
+        # and a table of failures would only be estimated on as if it were a result
+        raise SamplingAborted(
+            f"agent {agent_spec}: all {stats.n_called} calls of this run failed and no reply was sampled "
+            f"(last error: {last_error}); rerun once the agent answers"
+        )
     meta = {
         "enigma.sampling.spec": agent_spec,
         "enigma.sampling.agent_fingerprint": fp,

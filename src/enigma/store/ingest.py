@@ -4,17 +4,28 @@ The store directory gets the three Parquet tables, ``manifest.json`` (source, in
 their SHA-256, rating spec, counts) and the validation report (``validation.json`` and
 ``validation.md``). When a critical expectation fails, the report is still written next to
 the intended output (``<out>.validation.md`` and ``.json``) and nothing else is touched.
+
+The new store is written beside the old one (``.<name>.tmp``) and swapped in, so that a kill at
+any point leaves a complete store, old or new. Ingests into one ``--out`` take turns on a lock
+(``.<name>.lock``, removed when released).
 """
 
 from __future__ import annotations
 
+import ctypes
+import errno
+import fcntl
 import hashlib
 import json
 import os
 import shutil
-import tempfile
+import signal
+import sys
+import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
 from enigma.store import schema as S
 from enigma.store.config import IngestConfig, RatingScale
@@ -63,6 +74,9 @@ def ingest(fmt: str, path: str | Path, out: str | Path, config: IngestConfig | N
     (input unusable) or ValidationFailed (a critical expectation failed)."""
     config = config or IngestConfig()
     out = Path(out)
+    if _beside(out, "old").exists() or _beside(out, "tmp").exists():
+        with _locked(out):
+            _recover(out)
     _check_out_dir(out)
     spec = None
     if scales:
@@ -92,14 +106,115 @@ def ingest(fmt: str, path: str | Path, out: str | Path, config: IngestConfig | N
         "validation": {"success": report.success, "warnings": [c.summary() for c in report.warnings]},
     }
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-    try:
-        ExperienceStore(result.dialogues, result.turns, result.rejects).write(tmp, manifest)
-        report.save(tmp)
-        if out.exists():
-            shutil.rmtree(out)
-        os.replace(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+    with _locked(out):
+        _recover(out)
+        tmp = _beside(out, "tmp")
+        # mkdir, not mkdtemp: the store gets the user's umask, not mkdtemp's owner-only mode
+        tmp.mkdir()
+        try:
+            ExperienceStore(result.dialogues, result.turns, result.rejects).write(tmp, manifest)
+            report.save(tmp)
+            _swap_in(tmp, out)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
     return IngestResult(out, result, report)
+
+
+def _beside(out: Path, what: str) -> Path:
+    return out.parent / f".{out.name}.{what}"
+
+
+@contextmanager
+def _locked(out: Path) -> Iterator[None]:
+    """Hold ``out``'s lock while it is replaced, so that two ingests into it take turns. The
+    holder removes the lock file before it lets go; a waiter that then holds a removed file
+    (no links left) opens the path again, so nothing is left behind and the lock still holds."""
+    path = _beside(out, "lock")
+    said = False
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                if not said:
+                    print(f"waiting: another ingest is writing {out} (it holds {path})", file=sys.stderr, flush=True)
+                    said = True
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            if os.fstat(fd).st_nlink:
+                break
+        except BaseException:
+            os.close(fd)
+            raise
+        os.close(fd)
+    try:
+        yield
+    finally:
+        try:
+            path.unlink(missing_ok=True)
+        finally:
+            os.close(fd)
+
+
+def _recover(out: Path) -> None:
+    """Undo what a killed ingest of ``out`` left (call holding the lock): an old store set aside
+    with none in its place goes back; a leftover copy (set aside or half written) is deleted."""
+    aside, tmp = _beside(out, "old"), _beside(out, "tmp")
+    if aside.is_dir() and not out.exists():
+        os.replace(aside, out)
+    for leftover in (aside, tmp):
+        if leftover.is_dir() and not leftover.is_symlink():
+            shutil.rmtree(leftover)
+
+
+def _swap_in(new: Path, out: Path) -> None:
+    """Put the store ``new`` at ``out``; ``new`` then holds the old one, if any (to be deleted).
+    Where the system can exchange two paths in one step, there is never a moment without a
+    store at ``out``; elsewhere the old store waits aside (``.<name>.old``) until the new one is
+    in, and the next ingest puts it back if a kill came in between."""
+    if not out.exists():
+        os.replace(new, out)
+        return
+    if _exchange(new, out):
+        _test_hook_at_swap()
+        return
+    aside = _beside(out, "old")
+    os.replace(out, aside)
+    try:
+        _test_hook_at_swap()
+        os.replace(new, out)
+    except BaseException:
+        os.replace(aside, out)
+        raise
+    os.replace(aside, new)
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap ``a`` and ``b`` atomically (Linux renameat2 with RENAME_EXCHANGE); False where the
+    system or the file system cannot."""
+    if not sys.platform.startswith("linux"):
+        return False
+    renameat2 = getattr(ctypes.CDLL(None, use_errno=True), "renameat2", None)
+    if renameat2 is None:
+        return False
+    at_fdcwd, rename_exchange = -100, 2
+    if renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
+        return False
+    raise OSError(err, os.strerror(err), str(b))
+
+
+def _test_hook_at_swap() -> None:
+    # Test-only (tests/store/test_store_cli.py): right after the old store left its place,
+    # ENIGMA_TEST_INGEST_AT_SWAP=kill kills the process and =wait:<file> holds it (lock held)
+    # until <file> exists, at most a minute, so that a test can check a kill or a second ingest there.
+    action = os.environ.get("ENIGMA_TEST_INGEST_AT_SWAP")
+    if action == "kill":
+        os.kill(os.getpid(), signal.SIGKILL)
+    elif action and action.startswith("wait:"):
+        print("test: paused at the swap", file=sys.stderr, flush=True)
+        release, deadline = Path(action[len("wait:"):]), time.monotonic() + 60
+        while not release.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)

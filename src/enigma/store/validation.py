@@ -25,6 +25,7 @@ from enigma.store.config import IngestConfig, SourceSpec
 REPORT_JSON = "validation.json"
 REPORT_MD = "validation.md"
 N_EXAMPLES = 5
+FAILED = "when_failed"  # key of an expectation's meta: the summary line of its failure
 
 _INT_TYPES = ["int8", "int16", "int32", "int64", "Int32", "Int64", "int"]
 _FLOAT_TYPES = ["float32", "float64", "Float64", "float"]
@@ -47,6 +48,7 @@ class CheckResult:
     examples: list[Any] = field(default_factory=list)
     observed: Any = None
     gx: dict | None = None  # GX's own JSON for this expectation
+    when_failed: str | None = None  # what a failure means, where the description would read as true
 
     def where(self) -> str:
         col = f".{self.column}" if self.column else ""
@@ -57,7 +59,8 @@ class CheckResult:
         ex = f"e.g. {', '.join(map(str, self.examples))}" if self.examples else ""
         obs = f"observed {self.observed!r}" if self.observed is not None and not self.examples else ""
         detail = "; ".join(x for x in (n.rstrip(", "), ex, obs) if x)
-        return f"{self.where()}: {self.description}" + (f" ({detail})" if detail else "")
+        said = self.description if self.success else self.when_failed or self.description
+        return f"{self.where()}: {said}" + (f" ({detail})" if detail else "")
 
 
 @dataclass
@@ -214,7 +217,8 @@ def _suites(gx, dialogues: pa.Table, spec: SourceSpec, config: IngestConfig) -> 
     a = [
         E.ExpectColumnValuesToBeBetween(
             column="n_dialogues", min_value=config.min_dialogues_per_agent, severity="warning",
-            description=f"agent has >= {config.min_dialogues_per_agent} dialogues (ingest.min_dialogues_per_agent)"),
+            description=f"agent has >= {config.min_dialogues_per_agent} dialogues (ingest.min_dialogues_per_agent)",
+            meta={FAILED: f"agent has fewer than {config.min_dialogues_per_agent} dialogues (ingest.min_dialogues_per_agent)"}),
     ]
     return {"dialogues": d, "turns": t, "per_dialogue": p, "agents": a}
 
@@ -241,7 +245,7 @@ def _check_result(table: str, r) -> CheckResult:
         success=bool(r.success), description=cfg.description or cfg.type,
         unexpected_count=res.get("unexpected_count"), examples=examples[:N_EXAMPLES],
         observed=_json_default(observed) if observed is not None and not isinstance(observed, (str, int, float, list, dict)) else observed,
-        gx=r.to_json_dict(),
+        gx=r.to_json_dict(), when_failed=(cfg.meta or {}).get(FAILED),
     )
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -63,9 +64,25 @@ def input_files(path: Path, pattern: str, what: str) -> list[Path]:
     if path.is_file():
         return [path]
     files = sorted(p for p in path.glob(pattern) if p.is_file())
-    if not files:
+    if not files and not broken_links(path, pattern):
         raise IngestError(f"{path}: no {pattern} files in this directory ({what})")
     return files
+
+
+def broken_links(path: Path, pattern: str) -> list[tuple[Path, str]]:
+    """The symbolic links matching ``pattern`` in the directory ``path`` that lead to no file
+    (dangling, or a loop), each with why; the readers make each one a reject row, so that an
+    input they cannot read is never skipped silently."""
+    if path.is_file():
+        return []
+    found = []
+    for p in sorted(path.glob(pattern)):
+        if p.is_symlink() and not p.exists():
+            try:
+                os.stat(p)
+            except OSError as exc:
+                found.append((p, f"symbolic link to {os.readlink(p)!r} leads to no file: {exc.strerror}"))
+    return found
 
 
 def iter_lines(path: Path) -> Iterator[tuple[int, str | None, str | None]]:

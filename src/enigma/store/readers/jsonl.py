@@ -18,6 +18,7 @@ from enigma.store.config import IngestConfig, SourceSpec
 from enigma.store.readers.base import (
     ReadResult,
     add_json_lines,
+    broken_links,
     RecordRejected,
     StoreBuilder,
     existing_path,
@@ -62,6 +63,8 @@ def read(path: str | Path, config: IngestConfig, spec: SourceSpec | None = None,
     files = input_files(path, "*.jsonl", "JSONL dialogues")
     builder = StoreBuilder(SOURCE, spec, config)
     builder.inputs = files
+    for link, reason in broken_links(path, "*.jsonl"):
+        builder.reject(link, None, None, reason)
     for f in files:
         lines = progress(iter_lines(f), desc=f.name, enabled=progress_bars, unit="line")
         add_json_lines(builder, f, lines, _parse, "dialog_id")

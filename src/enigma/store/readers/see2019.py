@@ -17,6 +17,7 @@ from enigma.store.config import IngestConfig, SourceSpec
 from enigma.store.readers.base import (
     ReadResult,
     add_json_lines,
+    broken_links,
     RecordRejected,
     StoreBuilder,
     existing_path,
@@ -76,6 +77,8 @@ def read(path: str | Path, config: IngestConfig, spec: SourceSpec | None = None,
     builder = StoreBuilder(SOURCE, spec, config)
     files = input_files(root, "*.jsonl", "See 2019 evaluation logs")
     builder.inputs = files
+    for link, reason in broken_links(root, "*.jsonl"):
+        builder.reject(link, None, None, reason)
     for f in progress(files, desc="see2019", enabled=progress_bars, unit="file"):
         add_json_lines(builder, f, iter_lines(f), lambda obj: _parse(obj, spec), "assignment_id_hashed")
     return builder.build()

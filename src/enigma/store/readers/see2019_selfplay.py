@@ -21,6 +21,7 @@ from enigma.store.readers.base import (
     ReadResult,
     RecordRejected,
     StoreBuilder,
+    broken_links,
     check_json,
     existing_path,
     input_files,
@@ -52,6 +53,8 @@ def read(path: str | Path, config: IngestConfig, spec: SourceSpec | None = None,
     builder = StoreBuilder(SOURCE, spec or SourceSpec(), config)
     files = input_files(root, "*.jsonl", "See 2019 self-play transcripts")
     builder.inputs = files
+    for link, reason in broken_links(root, "*.jsonl"):
+        builder.reject(link, None, None, reason)
     for f in progress(files, desc="see2019-selfplay", enabled=progress_bars, unit="file"):
         agent = f.stem
         try:

@@ -1,0 +1,229 @@
+"""Issue 60's faults in the commands' options, as a new user meets them: a ``--params`` that does
+not exist, the package's own defaults outside the repository, an agent whose code calls exit(), a
+YAML alias bomb, outputs where nothing can be written, a spec that is a path, and one spelling of
+the progress option. Each is one ``error:`` line and exit code 2 before any work."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+from typer.testing import CliRunner
+
+from enigma.cli import app
+from enigma.ope.tabular import reference_problem, write_jsonl
+from tests.agents import toy_agents as T
+
+REPO = Path(__file__).resolve().parents[1]
+ENIGMA = [sys.executable, "-c", "from enigma.cli import app; app()"]
+ENV = dict(os.environ, PYTHONPATH=f"{REPO}{os.pathsep}{REPO / 'src'}")
+ECHO = "python:enigma.agents.examples:echo"
+
+
+def enigma(*args):
+    return CliRunner().invoke(app, [str(a) for a in args])
+
+
+def error_line(output: str) -> str:
+    """The command's one ``error:`` line (and that there is exactly one)."""
+    lines = [line for line in output.splitlines() if line.startswith("error:")]
+    assert len(lines) == 1 and "Traceback" not in output, output
+    return lines[0]
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory) -> Path:
+    return T.write_tiny_store(tmp_path_factory.mktemp("faults") / "store", n_dialogues=4)
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory) -> dict[str, Path]:
+    """Valid inputs of every command that takes --params or --out."""
+    d = tmp_path_factory.mktemp("inputs")
+    write_jsonl(reference_problem().logs(20, seed=0), d / "logs.jsonl")
+    pd.DataFrame({"estimator": "e", "agent_id": ["a", "b", "c"], "rating": "r", "estimate": [0.1, 0.5, 0.9]}).to_csv(d / "results.csv", index=False)
+    pd.DataFrame({"agent_id": ["a", "b", "c"], "rating": "r", "value": [0.2, 0.4, 0.8]}).to_csv(d / "truth.csv", index=False)
+    return {"jsonl": d / "logs.jsonl", "results": d / "results.csv", "truth": d / "truth.csv"}
+
+
+# ---- case 1: a --params that does not exist --------------------------------------------------
+
+
+def _commands(store: Path, inputs: dict[str, Path], out: Path, cache: Path) -> dict[str, list]:
+    """Commands that take --params and --out, on valid inputs, writing under ``out`` (and ``cache``)."""
+    return {
+        "estimate": ["estimate", "-e", store, "-t", f"t={ECHO}", "--encoder", "onehot", "-o", out, "--cache-dir", cache],
+        "sample": ["sample", store, ECHO, "--cache-dir", cache, "-o", out / "t.parquet"],
+        "ingest": ["ingest", "jsonl", inputs["jsonl"], "--out", out, "--scale", "match=0:1", "--scale", "short=0:1"],
+        "report build": ["report", "build", "--results", inputs["results"], "--benchmark", "b", "--truth", inputs["truth"],
+                         "--out", out, "--no-plots"],
+    }
+
+
+# ingest, encode and simulate refused it already (tests/store/test_store_cli.py, tests/encoders/test_warm.py);
+# they share the check now
+@pytest.mark.parametrize("command", ["estimate", "sample", "report build"])
+def test_a_params_file_that_does_not_exist_is_refused_before_any_work(command, store, inputs, tmp_path):
+    out = tmp_path / "out"
+    r = enigma(*_commands(store, inputs, out, out / "cache")[command], "--params", tmp_path / "does-not-exist.yaml")
+    assert r.exit_code == 2, r.output
+    assert "does-not-exist.yaml: parameters file not found" in error_line(r.output)
+    assert not out.exists()  # nothing ran on the built-in defaults instead
+
+
+def test_serve_refuses_a_params_file_that_does_not_exist(tmp_path):
+    # a subprocess: on the built-in defaults the server would start and never return
+    argv = ENIGMA + ["serve", ECHO, "--port", "1", "--params", str(tmp_path / "does-not-exist.yaml")]
+    r = subprocess.run(argv, env=ENV, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "does-not-exist.yaml: parameters file not found" in error_line(r.stderr), r.stderr
+
+
+def test_without_params_yaml_enigma_runs_what_the_repositorys_params_yaml_runs(tmp_path, monkeypatch):
+    """The estimator a user who installed the package gets (no ./params.yaml) is the documented
+    default: the one the repository's params.yaml resolves, as `enigma estimate` resolves it."""
+    from enigma.estimators import dice_config
+    from enigma.params import DEFAULT_PARAMS, Params
+
+    repo = dice_config("enigma", Params.load(REPO / "params.yaml"))
+    monkeypatch.chdir(tmp_path)  # an empty folder
+    built_in = dice_config("enigma", Params.load(DEFAULT_PARAMS, missing="defaults"))
+    assert built_in.model_dump() == repo.model_dump()
+    assert (built_in.solver, built_in.value, built_in.interval_resamples) == ("exact_nu", "dr", 100)
+    # a params file without an estimators section runs it too
+    (tmp_path / "mine.yaml").write_text("sample: {n_samples: 1}\n")
+    assert dice_config("enigma", Params.load(tmp_path / "mine.yaml")) == repo
+
+
+@pytest.mark.slow
+def test_enigma_estimate_from_an_empty_folder_records_the_repositorys_default(tmp_path, monkeypatch):
+    """The same through the command (about 10 s): the config its result records."""
+    from enigma.estimators import dice_config
+    from enigma.params import Params
+
+    problem = reference_problem()
+    write_jsonl(problem.logs(200, seed=0), tmp_path / "logs.jsonl")
+    monkeypatch.chdir(tmp_path)
+    assert enigma("ingest", "jsonl", "logs.jsonl", "--out", "store", "--scale", "match=0:1", "--scale", "short=0:1",
+                  "--no-progress").exit_code == 0
+    r = enigma("estimate", "-e", "store", "-t", "steady=python:enigma.ope.tabular:steady", "--encoder", "onehot", "-o", "out",
+               "--cache-dir", "cache", "--no-progress")
+    assert r.exit_code in (0, 3), r.output
+    recorded = json.loads((tmp_path / "out" / "estimates.json").read_text())["diagnostics"]["steady"]["config"]
+    repo = Params.load(REPO / "params.yaml")
+    entry = repo.estimators["enigma"]
+    repo = repo.model_copy(update={"estimators": {"enigma": entry.model_copy(update={"dice": {**entry.dice, "encoder": "onehot"}})}})
+    assert recorded == dice_config("enigma", repo).model_dump(mode="json")
+
+
+# ---- case 3: an agent whose code calls exit() -------------------------------------------------
+
+
+def test_a_factory_that_calls_exit_is_an_unusable_agent_not_a_silent_end(store, tmp_path):
+    r = enigma("estimate", "-e", store, "-t", "t=python:builtins:exit", "-o", tmp_path / "out", "--params", REPO / "params.yaml",
+               "--cache-dir", tmp_path / "cache", "--no-progress")
+    assert r.exit_code == 2, r.output
+    assert error_line(r.output).startswith("error: agent python:builtins:exit: its factory builtins.exit() called exit(")
+
+
+def test_an_agent_that_calls_exit_while_replying_is_named(store, tmp_path, monkeypatch):
+    (tmp_path / "quitting_agent_60.py").write_text(
+        "class Quits:\n    def respond(self, history, n=1, seed=None):\n        raise SystemExit(0)\n\n"
+        "def make():\n    return Quits()\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    spec = "python:quitting_agent_60:make"
+    r = enigma("sample", store, spec, "--cache-dir", tmp_path / "cache", "-o", tmp_path / "t.parquet", "--no-progress",
+               "--params", REPO / "params.yaml")
+    assert r.exit_code == 2, r.output
+    assert error_line(r.output) == f"error: agent {spec}: its code called exit(0)"
+    assert not (tmp_path / "t.parquet").exists()
+
+
+# ---- case 5: a YAML alias bomb in --params ----------------------------------------------------
+
+
+def test_a_yaml_alias_bomb_is_refused_at_once(tmp_path):
+    lines = ["a: &a [" + ", ".join(['"x"'] * 9) + "]"]
+    for prev, name in zip("abcdefgh", "bcdefghi"):  # 9 levels of 9 aliases: 9^9 values once expanded
+        lines.append(f"{name}: &{name} [" + ", ".join([f"*{prev}"] * 9) + "]")
+    bomb = tmp_path / "bomb.yaml"
+    bomb.write_text("\n".join(lines) + "\n")
+    assert len(bomb.read_bytes()) < 500
+    argv = ENIGMA + ["estimate", "-e", str(tmp_path / "store"), "-t", f"t={ECHO}", "-o", str(tmp_path / "out"), "--params", str(bomb)]
+
+    def four_gib():  # the old expansion took 6 GB and 45 s; never let the check cost that
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))
+
+    t0 = time.monotonic()
+    r = subprocess.run(argv, env=ENV, capture_output=True, text=True, timeout=60, preexec_fn=four_gib)
+    assert r.returncode == 2, r.stderr[-2000:]
+    assert "bomb.yaml: its aliases expand to more than" in error_line(r.stderr)
+    assert time.monotonic() - t0 < 30
+
+
+def test_the_aliases_of_params_yaml_still_load(tmp_path):
+    from enigma.params import Params
+
+    text = (REPO / "params.yaml").read_text()
+    assert "&see2019_source" in text and "&stand_in_estimators" in text
+    Params.load(REPO / "params.yaml")
+    (tmp_path / "loop.yaml").write_text("nightly: &n {estimators: [*n]}\n")
+    r = enigma("report", "build", "--results", tmp_path, "--benchmark", "b", "--truth", tmp_path, "--params", tmp_path / "loop.yaml")
+    assert r.exit_code == 2 and "loop.yaml: an alias refers to a block that contains it" in error_line(r.output)
+
+
+# ---- cases 6 and 8: outputs where nothing can be written --------------------------------------
+
+
+@pytest.mark.parametrize("bad", ["/dev/null/x", "/sys/enigma-issue-60", "FILE"])
+@pytest.mark.parametrize("command", ["estimate", "sample", "ingest", "report build"])
+def test_an_output_nothing_can_be_written_at_is_refused_before_any_work(command, bad, store, inputs, tmp_path):
+    if bad == "FILE":  # case 8: an existing file where the output goes
+        bad = tmp_path / "a-file"
+        bad.write_text("keep me\n")
+    out = Path(bad)
+    r = enigma(*_commands(store, inputs, out, tmp_path / "cache")[command], "--params", REPO / "params.yaml")
+    assert r.exit_code == 2, r.output
+    assert error_line(r.output).startswith(f"error: --out {out}"), r.output
+    assert not (tmp_path / "cache").exists()  # nothing was sampled first
+    if bad == tmp_path / "a-file":
+        assert bad.read_text() == "keep me\n"
+
+
+def test_estimate_onto_an_existing_file_stops_before_sampling(store, tmp_path):
+    (tmp_path / "out").write_text("")
+    r = enigma("estimate", "-e", store, "-t", f"t={ECHO}", "-o", tmp_path / "out", "--cache-dir", tmp_path / "cache",
+               "--params", REPO / "params.yaml", "--no-progress")
+    assert r.exit_code == 2 and error_line(r.output) == f"error: --out {tmp_path / 'out'}: a file is there, not a folder"
+    assert not (tmp_path / "cache").exists()
+
+
+# ---- case 9: a spec that is a path ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("spec", ["python:../../etc/passwd:x", "python:/etc/passwd:x", "python:.relative:x"])
+def test_a_python_spec_that_is_a_path_is_one_error_line(spec, store, tmp_path):
+    r = enigma("estimate", "-e", store, "-t", f"t={spec}", "-o", tmp_path / "out", "--params", REPO / "params.yaml")
+    assert r.exit_code == 2, r.output
+    assert error_line(r.output).startswith(f"error: agent spec {spec!r}: ") and "not a dotted module name" in r.output
+
+
+# ---- case 16: one spelling of the progress option ---------------------------------------------
+
+
+def test_estimate_and_sample_take_no_progress_as_the_other_commands_do(store, inputs, tmp_path):
+    for flag in ("--no-progress", "-q"):  # -q stays as the old spelling
+        s = enigma("sample", store, ECHO, "--cache-dir", tmp_path / "cache", "-o", tmp_path / "t.parquet", flag,
+                   "--params", REPO / "params.yaml")
+        assert s.exit_code == 0, s.output
+        assert pq.read_table(tmp_path / "t.parquet").num_rows > 0
+    help_text = enigma("estimate", "--help").output
+    assert "--no-progress" in help_text and "--quiet" not in help_text
