@@ -485,8 +485,8 @@ RULE6: dict[str, SellerKnobs] = {
 HELDOUT: dict[str, SellerKnobs] = {
     "steady_hand": _K(style="friendly", mishear_name=0.02, description="near-expert; now and then mishears a name"),
     "upseller": _K(choice="priciest", description="proposes the dearest flight meeting every preference"),
-    "bait_and_switch": _K(switch_flight=0.5, description="half the time books another flight of the same dates than the one accepted"),
-    "swapped_change_cancel": _K(swap_change_cancel=0.6, description="often takes a change for a cancellation and a cancellation for a change"),
+    "bait_and_switch": _K(switch_flight=0.5, description="half the time books another flight of the accepted one's dates"),
+    "swapped_change_cancel": _K(swap_change_cancel=0.6, description="often takes a change for a cancellation and vice versa"),
     "name_slip": _K(wrong_name=0.3, description="acts correctly but sometimes writes someone else's name in the action"),
     "name_scrambler": _K(wrong_name=0.85, style="terse", description="usually writes someone else's name in the action"),
     "echo": _K(ask_twice=True, description="asks every question twice, then works well"),
@@ -500,7 +500,7 @@ HELDOUT: dict[str, SellerKnobs] = {
                        description="books only once the customer has accepted twice; re-asks known slots"),
     "rushed_upsell": _K(choice="priciest", confirm=False, ask_prefs=False, wrong_name=0.2, style="terse",
                         description="books the dearest flight on the dates at once, sometimes under a wrong name"),
-    "ghost": _K(late_give_up=0.9, mumble=0.3, style="terse", description="mumbles and nearly always vanishes from the fifth turn"),
+    "ghost": _K(late_give_up=0.9, mumble=0.3, style="terse", description="mumbles; nearly always vanishes from the fifth turn"),
     "muddle": _K(swap_change_cancel=0.7, wrong_name=0.7, late_give_up=0.5, mishear_date=0.3, mumble=0.4,
                  description="confuses change and cancel, names, dates, and fades"),
 }  # fmt: skip
