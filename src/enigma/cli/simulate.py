@@ -20,7 +20,7 @@ def _register_errors() -> None:
 
 def simulate_command(
     out: Path = typer.Option(..., "--out", "-o", help="directory for the store and truth.parquet"),
-    preset: Optional[str] = typer.Option(None, "--preset", help="agent family: airline24 (default) or rule6"),
+    preset: Optional[str] = typer.Option(None, "--preset", help="agent family: airline24 (default), rule6 or airline-heldout (test only)"),
     seed: Optional[int] = typer.Option(None, "--seed", help="seed of every dialogue (same seed, same bytes)"),
     dialogues_per_agent: Optional[int] = typer.Option(None, "--dialogues-per-agent", help="experience dialogues per agent"),
     truth_rollouts: Optional[int] = typer.Option(None, "--truth-rollouts", help="minimum on-policy rollouts per agent for the truth"),

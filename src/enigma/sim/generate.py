@@ -32,7 +32,8 @@ from enigma.store.experience import ExperienceStore
 from enigma.sim.rng import mix
 from enigma.sim.rollout import Rollout, rollout
 from enigma.sim.scoring import RATINGS
-from enigma.sim.sellers import MAX_AGENT_TURNS, PRESETS, agent_spec, make_seller, preset_agents
+from enigma.sim.scoring import AIRDIALOGUE_WEIGHTS
+from enigma.sim.sellers import MAX_AGENT_TURNS, PRESETS, REWARD_WEIGHTS, agent_spec, make_seller, preset_agents
 
 SOURCE = "airline-sim"
 TRUTH_FILE = "truth.parquet"
@@ -76,7 +77,8 @@ class SimulateConfig(BaseModel):
 
 
 def _play(agent, seed: int, cfg: SimulateConfig) -> Rollout:
-    return rollout(agent, seed, max_agent_turns=cfg.max_agent_turns, customer_noise=cfg.customer_noise)
+    return rollout(agent, seed, max_agent_turns=cfg.max_agent_turns, customer_noise=cfg.customer_noise,
+                   reward_weights=REWARD_WEIGHTS[cfg.preset])
 
 
 def rollout_rows(agent, agent_id: str, seeds: list[int], cfg: SimulateConfig, rated: bool = True,
@@ -210,6 +212,10 @@ def generate(
         "agent_specs": {a: agent_spec(a) for a in agent_ids},
         "max_agent_turns": cfg.max_agent_turns,
     }
+    # Only a mix other than AirDialogue's is written: the existing presets' stores stay
+    # byte-identical, so the stages that read them need not rerun.
+    if REWARD_WEIGHTS[cfg.preset] != AIRDIALOGUE_WEIGHTS:
+        manifest["reward_weights"] = REWARD_WEIGHTS[cfg.preset]
     ExperienceStore(dialogues, turns, None).write(out, manifest=manifest)
     truth_path.parent.mkdir(parents=True, exist_ok=True)
     pq.write_table(truth, truth_path)

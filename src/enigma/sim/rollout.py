@@ -18,7 +18,7 @@ from enigma.sim.customer import Customer
 from enigma.sim.goals import Goal, Outcome, expected_outcome, sample_goal
 from enigma.sim.language import read_action, read_agent
 from enigma.sim.rng import mix, rng
-from enigma.sim.scoring import NO_ACTION, Action, score
+from enigma.sim.scoring import AIRDIALOGUE_WEIGHTS, NO_ACTION, Action, score
 from enigma.sim.sellers import MAX_AGENT_TURNS
 
 
@@ -42,9 +42,10 @@ def goal_for(seed: int) -> Goal:
 
 
 def rollout(agent: Agent, seed: int, goal: Goal | None = None, max_agent_turns: int = MAX_AGENT_TURNS,
-            customer_noise: float = 0.15) -> Rollout:  # fmt: skip
+            customer_noise: float = 0.15, reward_weights: dict[str, float] = AIRDIALOGUE_WEIGHTS) -> Rollout:  # fmt: skip
     """One dialogue of ``agent`` with a customer. ``seed`` fixes the goal (unless given), the
-    customer's wording and the seeds passed to the agent, so the same seed replays exactly."""
+    customer's wording and the seeds passed to the agent, so the same seed replays exactly.
+    ``reward_weights``: the preset's mix of name, flight and status (``sellers.REWARD_WEIGHTS``)."""
     goal = goal if goal is not None else goal_for(seed)
     customer = Customer(goal, rng(seed, "customer"), noise=customer_noise)
     turns = [Turn("user", customer.opening())]
@@ -65,4 +66,4 @@ def rollout(agent: Agent, seed: int, goal: Goal | None = None, max_agent_turns: 
         if customer.done:
             break
     expected = expected_outcome(goal)
-    return Rollout(goal, seed, tuple(turns), action, expected, score(goal, action, expected))
+    return Rollout(goal, seed, tuple(turns), action, expected, score(goal, action, expected, reward_weights))

@@ -6,7 +6,8 @@
   booked none, else 0; when one should be booked, 0 for no flight or a flight outside the
   customer's knowledge base, 1 for a correct flight;
 - status: 1 if the final status equals the expected one;
-- reward = 0.2 name + 0.5 flight + 0.3 status.
+- reward = 0.2 name + 0.5 flight + 0.3 status (AirDialogue's mix; a preset may weigh them
+  otherwise: ``sellers.REWARD_WEIGHTS``).
 All four are in [0, 1] and are the simulator's ratings.
 """
 
@@ -19,6 +20,7 @@ from enigma.sim import world as W
 from enigma.sim.goals import Goal, Outcome, expected_outcome, knowledge_base
 
 RATINGS = ("reward", "name", "flight", "status")
+AIRDIALOGUE_WEIGHTS = {"name": 0.2, "flight": 0.5, "status": 0.3}
 ACTION_STATUSES = ("book", "change", "cancel", "no_flight", "no_reservation", "none")
 
 # Numeric attributes and the fixed range each difference is divided by; price has none and is
@@ -91,11 +93,12 @@ def flight_score(booked: int | None, correct: tuple[int, ...], kb: tuple[W.Fligh
     return 1.0 - min(1.0, dist(by_number[booked]) / worst)
 
 
-def score(goal: Goal, action: Action, outcome: Outcome | None = None) -> dict[str, float]:
-    """The four ratings of a finished dialogue."""
+def score(goal: Goal, action: Action, outcome: Outcome | None = None,
+          weights: dict[str, float] = AIRDIALOGUE_WEIGHTS) -> dict[str, float]:  # fmt: skip
+    """The four ratings of a finished dialogue; ``weights`` mix name, flight and status into the reward."""
     outcome = outcome or expected_outcome(goal)
     name = name_f1(action.name, outcome.name)
     flight = flight_score(action.flight, outcome.flights, knowledge_base(goal))
     status = float(action.status == outcome.status)
-    reward = 0.2 * name + 0.5 * flight + 0.3 * status
+    reward = weights["name"] * name + weights["flight"] * flight + weights["status"] * status
     return {"reward": reward, "name": name, "flight": flight, "status": status}

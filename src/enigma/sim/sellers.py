@@ -31,6 +31,7 @@ from enigma.sim import world as W
 from enigma.sim.goals import INTENTS, meets_preferences
 from enigma.sim.language import AgentFacts, fmt_action, fmt_date, fmt_hour, read_agent, read_customer
 from enigma.sim.rng import rng
+from enigma.sim.scoring import AIRDIALOGUE_WEIGHTS
 
 MAX_AGENT_TURNS = 8  # the longest dialogue has 8 agent turns; every seller acts by then
 
@@ -51,6 +52,17 @@ class SellerKnobs:
     status_slip: float = 0.0  # chance the final action carries a wrong status
     give_up: float = 0.0  # per-turn chance (from the third turn) of ending without acting
     redundant: float = 0.0  # per-turn chance of asking again for something already known
+    # Failure modes added with the airline-heldout preset (designed after the defaults were
+    # frozen); every default leaves the sellers above exactly as they were.
+    switch_flight: float = 0.0  # chance of booking another flight of the same dates than the one accepted
+    swap_change_cancel: float = 0.0  # chance of reading a change request as a cancellation and vice versa
+    wrong_name: float = 0.0  # chance the final action names someone else
+    ask_twice: bool = False  # asks every question a second time before moving on
+    late_give_up: float = 0.0  # per-turn chance, from the fifth turn, of ending without acting
+    drop_prefs: float = 0.0  # chance of ignoring each preference the customer states
+    eager_cancel: float = 0.0  # per-turn chance, in a change or once a proposal was refused, of cancelling instead
+    mumble: float = 0.0  # chance a question is lost in filler the customer cannot read
+    confirm_twice: bool = False  # books only after the customer accepts the same flight twice
     description: str = ""
 
 
@@ -144,6 +156,16 @@ _STYLES: dict[str, dict[str, tuple[str, ...]]] = {
 }
 
 
+# What a mumbling seller says instead of a question: it names nothing the customer could answer
+# (language.read_agent finds no ask and no goodbye in it; a test checks).
+_RAMBLES = (
+    "Right, of course, I completely understand, these things happen to all of us and we will sort it out together.",
+    "Absolutely, that is what I am here for, and I want to make sure everything is just right for you.",
+    "Okay, okay, let me just make a little note of that here, one second, all right, very good.",
+)
+_ASK_ORDER = ("intent", "name", "route", "dates", "prefs")
+
+
 def _stops(n: int) -> str:
     return ("nonstop", "1 stop", "2 stops")[n]
 
@@ -166,6 +188,9 @@ class Belief:
     accepted: int | None = None
     cancel_asked: bool = False
     agent_turns: int = 0
+    ask_counts: dict = field(default_factory=dict)  # ask -> agent turns that asked it
+    last_asks: frozenset = frozenset()  # what the latest agent turn asked
+    accepts: dict = field(default_factory=dict)  # proposed flight -> times the customer accepted it
 
     def route_known(self) -> bool:
         return self.origin is not None and self.destination is not None and self.origin != self.destination
@@ -180,7 +205,7 @@ class SellerAgent:
     def __init__(self, agent_id: str, knobs: SellerKnobs) -> None:
         if knobs.style not in _STYLES:
             raise ValueError(f"{agent_id}: unknown style {knobs.style!r}; one of {sorted(_STYLES)}")
-        if knobs.choice not in ("best", "first", "random"):
+        if knobs.choice not in ("best", "first", "random", "priciest"):
             raise ValueError(f"{agent_id}: unknown choice rule {knobs.choice!r}")
         if knobs.name_mode not in ("full", "first", "last"):
             raise ValueError(f"{agent_id}: unknown name mode {knobs.name_mode!r}")
@@ -213,6 +238,9 @@ class SellerAgent:
                 last = read_agent(turn.text)
                 b.agent_turns += 1
                 b.asked |= last.asks
+                b.last_asks = last.asks
+                for a in last.asks:
+                    b.ask_counts[a] = b.ask_counts.get(a, 0) + 1
                 if "confirm_cancel" in last.asks:
                     b.cancel_asked = True
                 continue
@@ -222,6 +250,8 @@ class SellerAgent:
                 intent = facts.intent
                 if k.intent_noise > 0 and rng(self.agent_id, "intent", text).random() < k.intent_noise:
                     intent = rng(self.agent_id, "intent-value", text).choice(INTENTS)
+                if intent in ("change", "cancel") and self._hears_wrong(k.swap_change_cancel, "change-cancel", text) is not None:
+                    intent = "cancel" if intent == "change" else "change"
                 b.intent = intent
             if facts.name is not None:
                 name = facts.name
@@ -244,13 +274,17 @@ class SellerAgent:
                         b.month = month
                     setattr(b, attr, day)
             if facts.prefs:
-                b.prefs.update(dict(facts.prefs))
+                heard = dict(facts.prefs)
+                if k.drop_prefs > 0:
+                    heard = {key: v for key, v in heard.items() if self._hears_wrong(k.drop_prefs, "pref-" + key, text) is None}
+                b.prefs.update(heard)
                 b.prefs_known = True
             if facts.no_prefs:
                 b.prefs_known = True
             if last is not None and last.proposal is not None:
                 if facts.accept and not facts.reject:
                     b.accepted = last.proposal
+                    b.accepts[last.proposal] = b.accepts.get(last.proposal, 0) + 1
                 else:
                     b.rejected.add(last.proposal)
             last = None
@@ -269,6 +303,9 @@ class SellerAgent:
             status = r.choice([s for s in ("book", "change", "cancel") if s != status])
             if status == "cancel":
                 flight = None
+        if status in ("book", "change", "cancel") and k.wrong_name > 0 and r.random() < k.wrong_name:
+            first, _, last = (b.name or " ").partition(" ")
+            name = f"{r.choice([n for n in W.FIRST_NAMES if n != first])} {r.choice([n for n in W.LAST_NAMES if n != last])}"
         number = flight.number if flight is not None else None
         text = self._say(status, r, num=number, name=name or "you")
         return f"{text} {fmt_action(status, number, name)}"
@@ -308,19 +345,51 @@ class SellerAgent:
             return r.choice(cands)
         if k.choice == "first":
             return cands[0]
+        if k.choice == "priciest":
+            return max(cands, key=lambda f: (f.price, f.number))
         if not k.exact_dates:
             return min(cands, key=lambda f: (f.price, f.number))
         off = lambda f: abs(f.dep_day - (b.dep_day or 0)) + abs(f.ret_day - (b.ret_day or 0))  # noqa: E731
         return min(cands, key=lambda f: (off(f), f.price, f.connections, f.number))
 
+    def _switched(self, f: W.Flight, r: random.Random) -> W.Flight:
+        same_dates = [g for g in W.timetable(f.origin, f.destination, f.dep_month)
+                      if (g.dep_day, g.ret_day) == (f.dep_day, f.ret_day) and g.number != f.number]  # fmt: skip
+        return r.choice(same_dates) if same_dates else f
+
     def _act(self, b: Belief, r: random.Random) -> str:
+        reply = self._decide(b, r)
+        k = self.knobs
+        if k.mumble > 0:
+            facts = read_agent(reply)
+            if facts.asks and r.random() < k.mumble:
+                return r.choice(_RAMBLES)
+        return reply
+
+    def _decide(self, b: Belief, r: random.Random) -> str:
         k = self.knobs
         last_turn = b.agent_turns >= MAX_AGENT_TURNS - 1
         status_for = {"change": "change"}.get(b.intent or "book", "book")
         if b.accepted is not None and b.intent != "cancel":
-            return self._final(status_for, W.flight_by_number(b.accepted), b, r)
+            flight = W.flight_by_number(b.accepted)
+            if k.confirm_twice and flight is not None and b.accepts.get(b.accepted, 0) < 2 and not last_turn:
+                return self._propose(flight, r)
+            if k.switch_flight > 0 and flight is not None and r.random() < k.switch_flight:
+                flight = self._switched(flight, r)
+            return self._final(status_for, flight, b, r)
         if b.agent_turns >= 2 and k.give_up > 0 and r.random() < k.give_up:
             return self._say("give_up", r)
+        if b.agent_turns >= 4 and k.late_give_up > 0 and r.random() < k.late_give_up:
+            return self._say("give_up", r)
+        if (k.eager_cancel > 0 and b.intent != "cancel" and (b.intent == "change" or b.rejected)
+                and b.agent_turns >= 2 and r.random() < k.eager_cancel):  # fmt: skip
+            return self._final("cancel", None, b, r)
+        if k.ask_twice and not last_turn:
+            again = [a for a in _ASK_ORDER if a in b.last_asks and b.ask_counts.get(a, 0) < 2]
+            if "route" in again and "dates" in again:
+                return self._say("route_dates", r)
+            if again:
+                return self._say(again[0], r)
         if not last_turn and k.redundant > 0 and b.agent_turns >= 1 and r.random() < k.redundant:
             known = [s for s, ok in (("name", b.name), ("route", b.route_known()), ("dates", b.dates_known())) if ok]
             if known:
@@ -410,9 +479,43 @@ RULE6: dict[str, SellerKnobs] = {
     for p in (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)
 }
 
-PRESETS: dict[str, dict[str, SellerKnobs]] = {"airline24": AIRLINE24, "rule6": RULE6}
+# Designed after the estimator's defaults were frozen and never used to choose anything: test
+# data only (docs/simulator.md). Mostly failure modes no seller above has, a few old knobs mixed
+# in, scored with a reward mix of its own.
+HELDOUT: dict[str, SellerKnobs] = {
+    "steady_hand": _K(style="friendly", mishear_name=0.02, description="near-expert; now and then mishears a name"),
+    "upseller": _K(choice="priciest", description="proposes the dearest flight meeting every preference"),
+    "bait_and_switch": _K(switch_flight=0.5, description="half the time books another flight of the accepted one's dates"),
+    "swapped_change_cancel": _K(swap_change_cancel=0.6, description="often takes a change for a cancellation and vice versa"),
+    "name_slip": _K(wrong_name=0.3, description="acts correctly but sometimes writes someone else's name in the action"),
+    "name_scrambler": _K(wrong_name=0.85, style="terse", description="usually writes someone else's name in the action"),
+    "echo": _K(ask_twice=True, description="asks every question twice, then works well"),
+    "echo_hard_of_hearing": _K(ask_twice=True, mishear_city=0.25, mishear_name=0.4, style="verbose",
+                               description="asks every question twice and mishears cities and names often"),
+    "fades_late": _K(late_give_up=0.7, description="good early, usually gives up from the fifth turn"),
+    "polite_but_sloppy": _K(drop_prefs=0.6, confirm=False, description="polite, but ignores most preferences and books at once"),
+    "cancel_happy": _K(eager_cancel=0.5, description="in a change, or after a refused proposal, often cancels instead"),
+    "mumbler": _K(mumble=0.5, style="verbose", description="verbose filler often hides the question"),
+    "needs_repeat": _K(confirm_twice=True, redundant=0.3, style="verbose",
+                       description="books only once the customer has accepted twice; re-asks known slots"),
+    "rushed_upsell": _K(choice="priciest", confirm=False, ask_prefs=False, wrong_name=0.2, style="terse",
+                        description="books the dearest flight on the dates at once, sometimes under a wrong name"),
+    "ghost": _K(late_give_up=0.9, mumble=0.3, style="terse", description="mumbles; nearly always vanishes from the fifth turn"),
+    "muddle": _K(swap_change_cancel=0.7, wrong_name=0.7, late_give_up=0.5, mishear_date=0.3, mumble=0.4,
+                 description="confuses change and cancel, names, dates, and fades"),
+}  # fmt: skip
+
+PRESETS: dict[str, dict[str, SellerKnobs]] = {"airline24": AIRLINE24, "rule6": RULE6, "airline-heldout": HELDOUT}
 DEFAULT_PRESET = "airline24"
-_ALL: dict[str, SellerKnobs] = {**AIRLINE24, **RULE6}
+_ALL: dict[str, SellerKnobs] = {**AIRLINE24, **RULE6, **HELDOUT}
+# Each preset's reward: weights of the name, flight and status scores (scoring.score), used for
+# the logged ratings and the truth alike. The held-out preset weighs them otherwise, so that a
+# feature tuned to the AirDialogue mix of the sellers above carries no advantage there.
+REWARD_WEIGHTS: dict[str, dict[str, float]] = {
+    "airline24": AIRDIALOGUE_WEIGHTS,
+    "rule6": AIRDIALOGUE_WEIGHTS,
+    "airline-heldout": {"name": 0.4, "flight": 0.2, "status": 0.4},
+}
 
 
 def preset_agents(preset: str = DEFAULT_PRESET) -> list[str]:
