@@ -30,15 +30,20 @@ class SplitConfig(BaseModel):
 
     salt: str = Field("enigma-split-1", min_length=1)
     test_share: float = Field(0.5, gt=0.0, lt=1.0)
+    # benchmarks built after the defaults were frozen, never used to choose: every agent is test
+    test_only: list[str] = []
 
 
 def _key(agent_id: str, salt: str) -> bytes:
     return hashlib.sha256(f"{salt}:{agent_id}".encode("utf-8")).digest()
 
 
-def split_agents(agents: Iterable[str], config: SplitConfig | None = None) -> dict[str, list[str]]:
-    """``{"test": [...], "dev": [...]}``, each sorted by id; with one agent, it is the test half."""
+def split_agents(agents: Iterable[str], config: SplitConfig | None = None, benchmark: str | None = None) -> dict[str, list[str]]:
+    """``{"test": [...], "dev": [...]}``, each sorted by id; with one agent, it is the test half;
+    a benchmark of ``test_only``: all of them."""
     cfg = config or SplitConfig()
+    if benchmark is not None and benchmark in cfg.test_only:
+        return {"test": sorted(set(agents)), "dev": []}
     ordered = sorted(set(agents), key=lambda a: _key(a, cfg.salt))
     n = len(ordered)
     k = min(max(round(n * cfg.test_share), 1), max(n - 1, 1)) if n else 0

@@ -115,7 +115,7 @@ def build_summary(
 
     estimators: dict[str, Any] = {}
     scores: dict[str, EstimatorScore] = {}
-    halves = split_agents(tw.index, cfg.split)
+    halves = split_agents(tw.index, cfg.split, benchmark)
     half_scores: dict[str, dict[str, EstimatorScore]] = {h: {} for h in HALVES}
     loo = results[results["estimator"] == cfg.loo_mean_estimator]
     loo_mean = loo.pivot(index="agent_id", columns="rating", values="estimate") if len(loo) else None
@@ -265,7 +265,7 @@ def split_headline(halves: dict[str, list[str]], ranking: dict[str, list[str]], 
     parts = []
     for h in HALVES:
         order, sc = ranking[h], scores[h]
-        if not order:
+        if not order or not halves[h]:
             continue
         what = "no choice reads these agents" if h == "test" else "the agents choices are made on"
         text = f"{h.capitalize()} half ({len(halves[h])} agents; {what}):"
