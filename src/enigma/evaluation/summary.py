@@ -200,6 +200,13 @@ def build_summary(
     comparison = _comparisons(ranking, scores, cfg)
     split_ranking = {h: rank(half_scores[h], cfg.rank_by) for h in HALVES}
     split_comparison = {h: _comparisons(split_ranking[h], half_scores[h], cfg) for h in HALVES}
+    for h in HALVES:  # the question of the README's table: ENIGMA against the best other estimator
+        other = best_other(split_ranking[h], cfg.enigma_estimator) if cfg.enigma_estimator in half_scores[h] else None
+        d = other and paired_difference(half_scores[h][cfg.enigma_estimator], half_scores[h][other],
+                                        cfg.rank_by[len("mean_"):], cfg.confidence)
+        if d:
+            split_comparison[h]["enigma_minus_best_other"] = {"first": cfg.enigma_estimator, "other": other,
+                                                             "stat": cfg.rank_by, **d}
     errors = [
         {"estimator": row.estimator, "agent_id": row.agent_id, "error": row.error}
         for row in results.drop_duplicates(["estimator", "agent_id"]).itertuples(index=False)

@@ -1,0 +1,100 @@
+"""The test and dev halves of committed reports, side by side, in Markdown.
+
+    .venv/bin/python scripts/split_table.py reports/see2019/summary.json reports/see2019-ownchats/summary.json
+    .venv/bin/python scripts/split_table.py reports/*/summary.json --out benchmarks/results/split_halves.md
+
+A report built since the split (``splits`` in its summary) is read as it is. One built before it
+is scored again by the report's own code: its per-agent estimates and truth (``agents``) go back
+through ``enigma.evaluation.summary.build_summary`` with the report's bootstrap settings and
+params.yaml's ``report.split``, so the halves, the correlations and the paired differences are
+the ones its train stage would give it today. Per benchmark, one row per estimator ranked on the
+test half: mean Pearson [95% CI] on each half, and ENIGMA's paired difference with the best other
+estimator on each half.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pandas as pd
+
+from enigma.evaluation.config import ReportConfig
+from enigma.evaluation.split import HALVES
+from enigma.evaluation.summary import build_summary, read_summary
+from enigma.evaluation.truth import check_truth
+from enigma.params import Params
+
+
+def rescored(summary: dict, split_cfg) -> dict:
+    """``summary`` with its splits: as it is, or scored again from its per-agent table."""
+    if "splits" in summary:
+        return summary
+    rows, truth = [], []
+    for agent, per in summary["agents"].items():
+        for rating, cell in per.items():
+            truth.append({"agent_id": agent, "rating": rating, "value": cell["truth"]})
+            for name in summary["estimators"]:
+                v = cell.get(name)
+                rows.append({"estimator": name, "agent_id": agent, "rating": rating, "estimate": v,
+                             "error": None if v is not None else "no estimate in the summary"})
+    s = summary.get("settings", {})
+    cfg = ReportConfig(bootstrap_resamples=s.get("bootstrap_resamples", 1000), seed=s.get("seed", 0),
+                       confidence=s.get("confidence", 0.95), ratings=summary["ratings"], split=split_cfg,
+                       loo_mean_estimator=s.get("loo_mean_estimator", "experience-mean"), plots=False)
+    out, _ = build_summary(pd.DataFrame(rows), check_truth(pd.DataFrame(truth)), summary["benchmark"], cfg)
+    return out
+
+
+def _f(x) -> str:
+    return "n/a" if x is None else f"{x:.3f}"
+
+
+def _ci(c) -> str:
+    return "" if not c or c[0] is None else f" [{c[0]:.2f}, {c[1]:.2f}]"
+
+
+def table(summary: dict, enigma: str = "enigma") -> str:
+    halves = summary["splits"]
+    lines = [f"### {summary['benchmark']}", "",
+             f"test half: {len(halves['test'])} agents; dev half: {len(halves['dev'])} agents", ""]
+    for h in HALVES:
+        ranking = [r["estimator"] for r in summary["split_ranking"][h]]
+        pair = summary["split_comparison"][h].get("enigma_minus_best_other")
+        if halves[h] and pair:
+            lines.append(f"- {h}: ENIGMA ranks {ranking.index(enigma) + 1} of {len(ranking)}; minus {pair['other']}: "
+                         f"{pair['difference']:+.3f}{_ci(pair['ci95'])} (paired)")
+    lines += ["", "| test rank | estimator | test: mean Pearson [95% CI] | dev: mean Pearson [95% CI] | all agents |",
+              "|---|---|---|---|---|"]
+    ests = summary["estimators"]
+    for i, row in enumerate(summary["split_ranking"]["test"], start=1):
+        e = ests[row["estimator"]]
+        t, d = e["split"]["test"], e["split"]["dev"]
+        lines.append(f"| {i} | {row['estimator']} | {_f(t['mean_pearson'])}{_ci(t['mean_pearson_ci95'])} | "
+                     f"{_f(d['mean_pearson'])}{_ci(d['mean_pearson_ci95'])} | {_f(e['mean_pearson'])} |")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("summaries", nargs="+", type=Path)
+    ap.add_argument("--params", type=Path, default=Path("params.yaml"))
+    ap.add_argument("--out", type=Path, default=None)
+    args = ap.parse_args()
+    split_cfg = Params.load(args.params).report.split
+    parts = ["# Test and dev halves of the committed reports", "",
+             f"`scripts/split_table.py` (split: salt {split_cfg.salt}, test share {split_cfg.test_share}). "
+             "Reports built before the split are scored again from their per-agent estimates by the report's own code.", ""]
+    for p in args.summaries:
+        s = read_summary(p)
+        parts.append(f"Source: `{p}`" + ("" if "splits" in s else " (scored again: built before the split)"))
+        parts.append("")
+        parts.append(table(rescored(s, split_cfg)))
+    text = "\n".join(parts)
+    if args.out:
+        args.out.write_text(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
