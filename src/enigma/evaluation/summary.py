@@ -274,8 +274,8 @@ def split_headline(halves: dict[str, list[str]], ranking: dict[str, list[str]], 
         order, sc = ranking[h], scores[h]
         if not order or not halves[h]:
             continue
-        what = "no choice reads these agents" if h == "test" else "the agents choices are made on"
-        text = f"{h.capitalize()} half ({len(halves[h])} agents; {what}):"
+        what = "which no choice read" if h == "test" else "where choices are made"
+        text = f"{h.capitalize()} half ({len(halves[h])} agents, {what}):"
         if enigma in sc:
             e = sc[enigma]
             text += f" ENIGMA ranks {order.index(enigma) + 1} of {len(order)} with {_fmt(e.means[stat])} ({_fmt_ci(e.mean_ci[stat])})"
