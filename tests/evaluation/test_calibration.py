@@ -75,5 +75,5 @@ def test_calibrated_intervals_cover_a_biased_estimator_near_the_level():
         acc = C.interval_accuracy(C.calibrated_intervals(est, tr, 0.95), tr)
         cover.append(acc["coverage"])
     assert 0.90 <= float(np.mean(cover)) <= 0.99
-    pv = C.pair_verdicts(est, tr, 0.95)
+    pv = C.verdict_accuracy(C.pair_verdicts(est, tr, 0.95))
     assert pv["pairs"] == 435 and pv["called"] > 0 and pv["wrong_rate"] <= 0.05

@@ -115,7 +115,7 @@ def interval(cal: Calibration, estimate: float, level: float) -> tuple[float | N
 def pair_halfwidth(cal: Calibration, level: float) -> tuple[float | None, str]:
     """``q``: the quantile of ``|r_i - r_j|`` over the calibration pairs (normal fallback with few)."""
     r = cal.residuals
-    diffs = np.asarray([abs(x - y) for x, y in itertools.combinations(r, 2)], dtype=np.float64)
+    diffs = np.abs(r[:, None] - r[None, :])[np.triu_indices(len(r), 1)]
     # the difference of two new agents' residuals: twice the variance of one, plus the fit's
     return _quantile(diffs, _sd(cal), cal.n, cal.params, level, math.sqrt(2 * (1 + 1 / max(cal.n, 1))), " (pairs)")
 
@@ -166,25 +166,32 @@ def interval_accuracy(intervals: dict[str, dict[str, Any]], truths: dict[str, fl
 
 
 def pair_verdicts(estimates: dict[str, float], truths: dict[str, float], level: float,
-                  agents: Sequence[str] | None = None, min_gap: float = 0.05) -> dict[str, Any]:
-    """Every pair of ``agents`` judged by ``verdict``, calibrated on the agents other than the two,
-    against the sign of their true gap: ``{pairs, called, wrong, wrong_rate, power_gap_0_05}``.
-    ``wrong``: called the opposite way to the true gap (a true gap of exactly 0 makes any call wrong);
-    ``power_gap_0_05``: the share of the pairs with ``|true gap| > min_gap`` called the right way."""
+                  agents: Sequence[str] | None = None) -> list[dict[str, Any]]:
+    """Every pair of ``agents`` judged by ``verdict`` as the nightly job judges a new agent against
+    the incumbent, calibrated on the agents other than the two: ``[{"agents": (i, j), "direction"
+    (+1 i better, -1 worse, 0 none), "gap" (truth_i - truth_j), "difference", "threshold"}]``."""
     names = sorted(a for a in (agents if agents is not None else estimates)
                    if a in estimates and a in truths and math.isfinite(estimates[a]) and math.isfinite(truths[a]))
-    pairs = called = wrong = big = big_right = 0
+    out = []
     for i, j in itertools.combinations(names, 2):
-        cal = fit_without(estimates, truths, [i, j])
-        v = verdict(cal, estimates[i], estimates[j], level)
-        sign = called_direction(v["verdict"])
-        gap = truths[i] - truths[j]
-        pairs += 1
-        if sign:
-            called += 1
-            wrong += int(sign * gap <= 0)
-        if abs(gap) > min_gap:
-            big += 1
-            big_right += int(sign * gap > 0)
-    return {"pairs": pairs, "called": called, "wrong": wrong, "wrong_rate": wrong / called if called else None,
-            "power_gap_0_05": big_right / big if big else None, "pairs_gap_0_05": big, "level": level}
+        v = verdict(fit_without(estimates, truths, [i, j]), estimates[i], estimates[j], level)
+        out.append({"agents": (i, j), "direction": called_direction(v["verdict"]), "gap": truths[i] - truths[j],
+                    "difference": v["difference"], "threshold": v["threshold"]})
+    return out
+
+
+def verdict_accuracy(pairs: Sequence[dict[str, Any]], agents: Sequence[str] | None = None,
+                     min_gap: float = 0.05) -> dict[str, Any]:
+    """``{pairs, called, wrong, wrong_rate, power_gap_0_05, pairs_gap_0_05}`` of ``pair_verdicts``
+    (only the pairs with both agents in ``agents``, if given). ``wrong``: called the opposite way to
+    the true gap (a true gap of exactly 0 makes any call wrong); ``power_gap_0_05``: the share of
+    the pairs with ``|true gap| > min_gap`` called the right way."""
+    keep = None if agents is None else set(agents)
+    rows = [p for p in pairs if keep is None or (p["agents"][0] in keep and p["agents"][1] in keep)]
+    called = [p for p in rows if p["direction"]]
+    wrong = sum(1 for p in called if p["direction"] * p["gap"] <= 0)
+    big = [p for p in rows if abs(p["gap"]) > min_gap]
+    right = sum(1 for p in big if p["direction"] * p["gap"] > 0)
+    return {"pairs": len(rows), "called": len(called), "wrong": wrong,
+            "wrong_rate": wrong / len(called) if called else None,
+            "power_gap_0_05": right / len(big) if big else None, "pairs_gap_0_05": len(big)}
