@@ -57,7 +57,7 @@ def test_verdict_compares_the_calibrated_difference_with_the_pair_quantile():
     assert math.isclose(v["threshold"], diffs[23]) and math.isclose(v["difference"], 0.06) and v["verdict"] == "better"
     assert C.verdict(cal, 0.50, 0.53, 0.80)["verdict"] == "worse"
     assert C.verdict(cal, 0.505, 0.50, 0.80)["verdict"] == "not distinguishable"
-    assert v["how"] == "conformal over 8 agents (pairs)"
+    assert v["how"] == "conformal over 8 agents' pairs"
     # at 95% 8 agents are too few: the normal fallback, finite
     assert C.verdict(cal, 0.53, 0.50, 0.95)["how"].startswith("normal prediction interval over 8 agents")
 

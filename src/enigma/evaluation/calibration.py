@@ -117,7 +117,7 @@ def pair_halfwidth(cal: Calibration, level: float) -> tuple[float | None, str]:
     r = cal.residuals
     diffs = np.abs(r[:, None] - r[None, :])[np.triu_indices(len(r), 1)]
     # the difference of two new agents' residuals: twice the variance of one, plus the fit's
-    return _quantile(diffs, _sd(cal), cal.n, cal.params, level, math.sqrt(2 * (1 + 1 / max(cal.n, 1))), " (pairs)")
+    return _quantile(diffs, _sd(cal), cal.n, cal.params, level, math.sqrt(2 * (1 + 1 / max(cal.n, 1))), "' pairs")
 
 
 def verdict(cal: Calibration, e_new: float, e_other: float, level: float) -> dict[str, Any]:
