@@ -111,7 +111,10 @@ def main(argv: list[str] | None = None) -> int:
         est, truth, sources[name] = load(source, args.estimator)
         results[name] = measure(name, est, truth, level, split)
 
-    cmd = shlex.join([".venv/bin/python", "benchmarks/verdict_accuracy.py", *(argv if argv is not None else sys.argv[1:])])
+    given = list(argv if argv is not None else sys.argv[1:])
+    # the notes do not change a number: the command is shown without them
+    shown = [a for i, a in enumerate(given) if a != "--note" and (i == 0 or given[i - 1] != "--note")]
+    cmd = shlex.join([".venv/bin/python", "benchmarks/verdict_accuracy.py", *shown])
     lines = [f"# Verdict accuracy and calibrated-interval coverage ({args.estimator}, level {level:.0%})", "",
              f"`{cmd}`", "",
              "Every agent's calibrated interval is calibrated on the benchmark's other agents; every pair of agents is judged by "
@@ -127,12 +130,13 @@ def main(argv: list[str] | None = None) -> int:
         lines += [f"## {h} half" if h != "all" else "## all agents", "",
                   "| benchmark | rating | agents | coverage | mean width | pairs | called | wrong | wrong rate | power at gap > 0.05 (pairs) | interval made by |",
                   "|---|---|---|---|---|---|---|---|---|---|---|"]
-        rows = []
+        rows, by_rating = [], {}
         for name, res in results.items():
             for r, per in res["ratings"].items():
                 x = per[h]
                 iv, v = x["interval"] or {}, x["verdicts"]
                 rows += x["pair_rows"]
+                by_rating.setdefault(r, []).extend(x["pair_rows"])
                 lines.append(f"| {name} | {r} | {iv.get('n_agents', 0)} | {_f(iv.get('coverage'), 2)} | {_f(iv.get('mean_width'))} | "
                              f"{v['pairs']} | {v['called']} | {v['wrong']} | {_pct(v['wrong_rate'])} | "
                              f"{_pct(v['power_gap_0_05'])} ({v['pairs_gap_0_05']}) | {'; '.join(x['how'])} |")
@@ -140,7 +144,13 @@ def main(argv: list[str] | None = None) -> int:
         p = pooled[h]
         lines += ["", f"Pooled over every benchmark and rating ({h}): {p['called']} of {p['pairs']} pairs called, {p['wrong']} wrong "
                   f"({_pct(p['wrong_rate'])}); power {_pct(p['power_gap_0_05'])} over {p['pairs_gap_0_05']} pairs with a true gap "
-                  "over 0.05.", ""]
+                  "over 0.05.", "", "Per rating, pooled over the benchmarks that have it:", "",
+                  "| rating | pairs | called | wrong | wrong rate | power at gap > 0.05 (pairs) |", "|---|---|---|---|---|---|"]
+        for r, pr in sorted(by_rating.items()):
+            v = calib.verdict_accuracy(pr)
+            lines.append(f"| {r} | {v['pairs']} | {v['called']} | {v['wrong']} | {_pct(v['wrong_rate'])} | "
+                         f"{_pct(v['power_gap_0_05'])} ({v['pairs_gap_0_05']}) |")
+        lines.append("")
     dump = {"command": cmd, "level": level, "estimator": args.estimator, "sources": sources, "pooled": pooled,
             "benchmarks": {n: {"halves": r["halves"], "ratings": {k: {h: {kk: vv for kk, vv in x.items() if kk != "pair_rows"}
                                                                       for h, x in per.items()} for k, per in r["ratings"].items()}}
