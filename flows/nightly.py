@@ -30,6 +30,7 @@ from prefect.states import Failed
 from enigma.agents import unsourced_stand_in
 from enigma.agents.registry import RegisteredAgent, SeenAgents, read_registry
 from enigma.encoders.knowledge import STAND_IN_REFUSAL
+from enigma.evaluation import calibration as calib
 from enigma.params import DEFAULT_PARAMS, Params
 from enigma.pipeline.config import NightlyConfig
 from flows.runners import make_task_runner
@@ -157,7 +158,8 @@ def _compare_each(cfg: NightlyConfig, agents: list[RegisteredAgent], new: list[R
     for (name, _), s in scores.items():
         est = s["estimator"]
         if est not in calibration:
-            calibration[est] = calibration_residuals(cfg.calibration_results, est, store, cfg.compare_rating)
+            calibration[est] = calibration_residuals(cfg.calibration_results, est, store, cfg.compare_rating,
+                                                     cfg.interval_level)
         out[(name, est)] = compare_agent(name, est, results_dir, names, earlier, calibration[est], cfg.compare_rating,
                                          cfg.interval_level)
     return out
@@ -252,12 +254,28 @@ def _comparison_metrics(c: dict | None) -> dict[str, float]:
     if not c or c.get("error"):
         return {}
     out = {"estimate": c["estimate"], "rank": c["rank"], "ranked": c["ranked"]}
-    for kind in ("sampling_interval", "conformal_interval"):
+    for kind in ("interval", "sampling_interval", "conformal_interval"):
         if c.get(kind) and c[kind][0] is not None:
             out[f"{kind}.low"], out[f"{kind}.high"] = c[kind]
+    cal = c.get("calibration") or {}
+    out["calibration_agents"] = cal.get("calibration_agents", 0)
+    acc = cal.get("accuracy") or {}
+    # the store's accuracy of the interval and of the verdict rule, for night-over-night comparison
+    for k in ("coverage", "mean_width"):
+        if acc.get(k) is not None:
+            out[f"store.interval_{k}"] = acc[k]
+    for k in ("pairs", "called", "wrong", "wrong_rate", "power_gap_0_05"):
+        if (acc.get("verdicts") or {}).get(k) is not None:
+            out[f"store.verdicts.{k}"] = acc["verdicts"][k]
     cmp = c.get("comparison")
     if cmp:
         out["difference"] = cmp["difference"]
+        if cmp.get("calibrated_difference") is not None:
+            out["calibrated_difference"] = cmp["calibrated_difference"]
+        if cmp.get("threshold") is not None:
+            out["verdict_threshold"] = cmp["threshold"]
+        # +1 better, -1 worse, 0 not distinguishable: a number MLflow can plot night over night
+        out["verdict"] = calib.called_direction(cmp["verdict"])
         if cmp["interval"]:
             out["difference.low"], out["difference.high"] = cmp["interval"]
     return out
@@ -265,7 +283,12 @@ def _comparison_metrics(c: dict | None) -> dict[str, float]:
 
 def _comparison_params(c: dict | None) -> dict[str, str]:
     cmp = (c or {}).get("comparison")
-    return {"incumbent": cmp["incumbent"], "verdict": cmp["verdict"]} if cmp else {}
+    out = {"incumbent": cmp["incumbent"], "verdict": cmp["verdict"], "verdict_how": cmp.get("how") or "",
+           "sampling_only_verdict": cmp.get("sampling_only_verdict") or ""} if cmp else {}
+    if c and not c.get("error"):
+        out["interval_kind"] = c.get("interval_kind") or ""
+        out["calibration"] = (c.get("calibration") or {}).get("how") or ""
+    return out
 
 
 def _append_table(path: Path, stamp: str, agents: dict) -> None:

@@ -115,6 +115,19 @@ def test_text_is_escaped_once_and_flags_break_lines_with_real_markup(report):
     assert cell == [flags[0], "<br>", flags[1]]
 
 
+def test_the_page_shows_verdict_accuracy_and_the_calibrated_interval_first(report):
+    """Issue 61: a "verdict accuracy" table per estimator (called, wrong, power at gap > 0.05) and
+    the calibrated interval as the first, default column of the per-agent intervals."""
+    html, summary = report
+    page = _Page()
+    page.feed(html.read_text(encoding="utf-8"))
+    text = "".join(page.text)
+    assert "Verdict accuracy" in text and "power at gap > 0.05" in text
+    v = summary["estimators"]["spe:ridge[own-rollouts]"]["enjoy"]["verdicts"]
+    assert f"{v['called']} / {v['pairs']}" in text
+    assert text.index("enjoy: calibrated coverage / width") < text.index("enjoy: conformal coverage / width")
+
+
 def test_slugs_are_safe_and_distinct():
     from enigma.evaluation.report import slugs
 

@@ -39,13 +39,24 @@ def test_summary_has_the_issue_shape():
     for name in ("enigma", "bleu"):
         e = s["estimators"][name]
         for r in s["ratings"]:
-            assert set(e[r]) == set(PER_RATING_KEYS) | set(INTERVAL_KEYS) | {SPLIT_KEY}
+            assert set(e[r]) == set(PER_RATING_KEYS) | set(INTERVAL_KEYS) | {SPLIT_KEY, "verdicts"}
             # 7 other agents cannot make a 95% conformal interval (it takes 19): unbounded, always covers
-            assert e[r]["interval_coverage"] == {"sampling": None, "conformal": 1.0}
-            assert e[r]["interval_mean_width"] == {"sampling": None, "conformal": None}
+            assert {k: e[r]["interval_coverage"][k] for k in ("sampling", "conformal")} == {"sampling": None, "conformal": 1.0}
+            assert {k: e[r]["interval_mean_width"][k] for k in ("sampling", "conformal")} == {"sampling": None, "conformal": None}
+            # the calibrated interval (the default) stays finite with 7 others: a normal prediction interval
+            assert 0.0 <= e[r]["interval_coverage"]["calibrated"] <= 1.0 and e[r]["interval_mean_width"]["calibrated"] > 0
+            v = e[r]["verdicts"]
+            assert set(v) == {"pairs", "called", "wrong", "wrong_rate", "power_gap_0_05"} and v["pairs"] == 28
+            for h in ("test", "dev"):
+                half = e[r][SPLIT_KEY][h]
+                n = len(s["splits"][h])
+                assert half["verdicts"]["pairs"] == n * (n - 1) // 2 and "calibrated" in half["interval_coverage"]
             assert len(e[r]["pearson_ci95"]) == 2
         assert isinstance(e["mean_pearson"], float) and isinstance(e["mean_spearman"], float)
         assert e["regime"] == ["replies-at-logged-states"] and e["labels"] == {"note": name}
+    # enigma's noise (0.01) is tiny against gaps of 0.05 between neighbours: it calls them, the right way
+    v = s["estimators"]["enigma"]["enjoy"]["verdicts"]
+    assert v["wrong"] == 0 and v["power_gap_0_05"] > 0.5
     cell = s["agents"]["a3"]["enjoy"]
     assert set(cell) == {"truth", "enigma", "bleu"} and cell["truth"] == pytest.approx(0.45)
     assert s["agents_without_truth"] == []
@@ -228,7 +239,7 @@ def test_an_estimator_whose_every_run_failed_still_gives_a_report(tmp_path):
     results["error"] = np.where(failed, "PaddingError: dialogue d1 has 40 agent turns", None)
     s = write_report(results, truth, "toy", tmp_path / "toy", ReportConfig(bootstrap_resamples=50, plots=True), progress=False)
     assert len(s["errors"]) == 6 and s["estimators"]["enigma"]["n_agents"] == 0
-    assert s["estimators"]["enigma"]["enjoy"]["interval_coverage"] == {"sampling": None, "conformal": None}
+    assert s["estimators"]["enigma"]["enjoy"]["interval_coverage"] == {"calibrated": None, "sampling": None, "conformal": None}
     assert s["ranking"][0]["estimator"] == "bleu" and "ENIGMA is NOT the best" in s["headline"]
     assert "PaddingError" in (tmp_path / "toy" / "index.html").read_text()
 

@@ -69,7 +69,43 @@ def test_the_tabular_problem_through_the_cli_is_exact_with_the_default_params(ta
             # the sampling interval (params.yaml's dialogue bootstrap) holds the exact value and is useful
             lo, hi = est["targets"][t][rating]["interval"]
             assert lo <= exact[rating] <= hi and hi - lo <= 0.10, (t, rating, lo, hi, exact[rating])
-            assert f"{rating}={e:.4f} [{lo:.3f}, {hi:.3f}]" in r.stdout
+            assert f"{rating}={e:.4f} [{lo:.3f}, {hi:.3f}] (sampling only, not the estimator's bias" in r.stdout
+            assert est["targets"][t][rating]["interval_kind"] == "sampling"
+            assert est["targets"][t][rating]["sampling_interval"] == [lo, hi]
+
+
+def test_estimate_with_calibration_prints_the_calibrated_interval(tabular_store, tmp_path):
+    """``enigma estimate --calibration``: the store's three agents, each estimated with itself held
+    out, calibrate a new target's estimate; the interval printed and written as ``interval`` is the
+    calibrated one (three agents at 95%: a finite normal prediction interval that says so), and the
+    sampling interval stays under its own name."""
+    import yaml
+
+    from enigma.evaluation import calibration as calib
+    from enigma.pipeline.compare import store_means
+
+    work = tabular_store
+    params = yaml.safe_load(PARAMS.read_text())
+    params["estimators"]["enigma"]["dice"].update(interval_resamples=0)
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+    common = ["--encoder", "onehot", "--params", tmp_path / "params.yaml", "--cache-dir", work / "cache", "-q"]
+    store = ExperienceStore.open(work / "store")
+    r = enigma("estimate", "--experience", work / "store", "--out", tmp_path / "cal", *common,
+               *[f"--target={a}=python:enigma.ope.tabular:{a}" for a in store.agents()])
+    assert r.exit_code == 0, r.output
+    r = enigma("estimate", "--experience", work / "store", "--out", tmp_path / "out", "--target=soft=python:enigma.ope.tabular:soft",
+               "--calibration", tmp_path / "cal" / "results", *common)
+    assert r.exit_code == 0, r.output
+    cal_est = json.loads((tmp_path / "cal" / "estimates.json").read_text())["targets"]
+    e = json.loads((tmp_path / "out" / "estimates.json").read_text())["targets"]["soft"]["match"]
+    cal = calib.fit([cal_est[a]["match"]["estimate"] for a in store.agents()], store_means(store, "match")[store.agents()])
+    lo, hi, how = calib.interval(cal, e["estimate"], 0.95)
+    assert how == "normal prediction interval over 3 agents (too few for conformal at 95%)"
+    assert e["interval_kind"] == "calibrated" and e["interval"] == pytest.approx([lo, hi]) and e["sampling_interval"] is None
+    assert f"match={e['estimate']:.4f} [{lo:.3f}, {hi:.3f}] (calibrated {cal.calibrated(e['estimate']):.3f}: {how}" in r.stdout
+    bad = enigma("estimate", "--experience", work / "store", "--out", tmp_path / "out2", "--target=soft=python:enigma.ope.tabular:soft",
+                 "--calibration", tmp_path / "nowhere", *common)
+    assert bad.exit_code == 2 and "error: --calibration" in bad.output and "nowhere" in bad.output
 
 
 def test_several_replies_per_state_through_the_cli_are_exact(tabular_store, tmp_path):

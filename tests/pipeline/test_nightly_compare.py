@@ -3,8 +3,9 @@
 The store is the reference tabular logs (agents uniform, b1, b2). The calibration is what a user
 runs: `enigma estimate` of each store agent from the others' logs. Then two nights: the first
 scores two checkpoints, the second a third one that is much better on ``match``; its report must
-give both intervals, its rank, and a paired difference with the incumbent whose interval
-excludes 0, and MLflow must hold the same numbers.
+give its calibrated interval (named, with how it was made), the other intervals, its rank, the
+calibrated verdict against the incumbent with that rule's measured accuracy on the store's own
+pairs, the paired bootstrap difference labelled sampling only, and MLflow must hold the same numbers.
 """
 
 from __future__ import annotations
@@ -63,17 +64,32 @@ def test_a_new_checkpoint_is_ranked_and_compared_with_the_incumbent(workspace):
     halfwidth = max(abs(calib_est[a]["match"]["estimate"] - means[a]) for a in ("uniform", "b1", "b2"))
     assert c["conformal_interval"] == pytest.approx([c["estimate"] - halfwidth, c["estimate"] + halfwidth])
     assert c["conformal"]["calibration_agents"] == 3
+    # the default interval: calibrated on the three store agents, by the one calibration module
+    from enigma.evaluation import calibration as calib
+
+    cal = calib.fit([calib_est[a]["match"]["estimate"] for a in ("uniform", "b1", "b2")], [means[a] for a in ("uniform", "b1", "b2")])
+    lo, hi, how = calib.interval(cal, c["estimate"], 0.75)
+    assert c["interval_kind"] == "calibrated" and c["interval"] == pytest.approx([lo, hi])
+    assert c["calibration"]["how"] == how == "conformal over 3 agents" and c["calibration"]["calibration_agents"] == 3
+    acc = c["calibration"]["accuracy"]["verdicts"]  # each of the 3 pairs calibrated on the 1 agent left: no verdict
+    assert acc["pairs"] == 3 and acc["called"] == 0
     # ranked among the registry's three agents, and compared with the best of the earlier two
     assert (c["rank"], c["ranked"]) == (1, 3)
     best_earlier = max(("soft", "rough"), key=lambda t: exact[t])
     cmp = c["comparison"]
-    assert cmp["incumbent"] == best_earlier and cmp["verdict"] == "better"
+    assert cmp["incumbent"] == best_earlier and cmp["sampling_only_verdict"] == "better"
+    v = calib.verdict(cal, c["estimate"], cmp["incumbent_estimate"], 0.75)
+    assert (cmp["verdict"], cmp["threshold"], cmp["how"]) == (v["verdict"], pytest.approx(v["threshold"]), v["how"])
+    assert cmp["accuracy"] == acc
     assert cmp["interval"][0] > 0 and cmp["interval"][0] < cmp["difference"] < cmp["interval"][1]
     assert abs(cmp["difference"] - (exact["soft_matcher"] - exact[best_earlier])) < 0.08
 
     # the page a team reads, and MLflow's copy of the same numbers
     md = Path(second["report"]).with_suffix(".md").read_text()
-    assert f"against the incumbent **{best_earlier}**" in md and "**better**" in md
+    assert f"against the incumbent **{best_earlier}**" in md and f"**{cmp['verdict']}**" in md
+    assert "calibrated interval" in md and "conformal over 3 agents" in md
+    assert "this rule on the store's 3 pairs of agents: none called" in md
+    assert "sampling only: " in md and "paired bootstrap interval" in md
     assert "<h1>" in Path(second["report"]).with_suffix(".html").read_text()
     from mlflow import MlflowClient
 
@@ -81,4 +97,7 @@ def test_a_new_checkpoint_is_ranked_and_compared_with_the_incumbent(workspace):
     child = client.get_run(second["mlflow"]["children"]["enigma/soft_matcher"])
     assert child.data.metrics["diag.compare.rank"] == 1
     assert child.data.metrics["diag.compare.difference.low"] == pytest.approx(cmp["interval"][0])
-    assert child.data.params["incumbent"] == best_earlier
+    assert child.data.params["incumbent"] == best_earlier and child.data.params["verdict"] == cmp["verdict"]
+    assert child.data.metrics["diag.compare.interval.low"] == pytest.approx(c["interval"][0])
+    assert child.data.metrics["diag.compare.store.verdicts.pairs"] == 3
+    assert child.data.metrics["diag.compare.verdict"] == calib.called_direction(cmp["verdict"])

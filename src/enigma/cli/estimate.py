@@ -6,9 +6,16 @@ without the target's own rated dialogues (if it has any under that name) and wit
 unnormalised, ess, interval}}}, "converged": {name: true | false | null}, "diagnostics": {name: ...}}``)
 and, per target, the runner's result file with its learning curve and trained heads beside it
 (``<out>/results/<estimator>/<name>.json``, ``.curve.parquet``, ``.heads.pt``); a rerun with the
-same data and settings reuses a finished target (so an interrupted run resumes). ``interval`` is
-the estimate's sampling interval ``[low, high]`` (``dice.interval_resamples`` resamples of the
-logged dialogues, each refitted: ``enigma.ope.bootstrap``), null where there is none.
+same data and settings reuses a finished target (so an interrupted run resumes).
+``sampling_interval`` is the estimate's sampling interval ``[low, high]``
+(``dice.interval_resamples`` resamples of the logged dialogues, each refitted:
+``enigma.ope.bootstrap``), null where there is none: it covers the noise of the logs, not the
+estimator's bias. With ``--calibration RESULTS_DIR`` (the store's own agents, each estimated
+with itself held out: a benchmark's ``data/<B>/results`` or an earlier ``<out>/results``) each
+estimate also gets its **calibrated interval** (``enigma.evaluation.calibration``, at
+``report.confidence``), which covers the estimator's error as well. ``interval`` is the one
+printed: the calibrated one where there is one, else the sampling one; ``interval_kind`` says
+which and ``interval_how`` how it was made.
 
 An estimate whose solver did not converge is written, flagged ``converged: false``, shown as NOT
 CONVERGED with the reason, and the command exits 3: such a number is never reported silently. So
@@ -69,6 +76,7 @@ def run_estimate(
     seed: int | None = None,
     cache_dir: Path | None = None,
     progress: bool = True,
+    calibration: Path | None = None,
 ) -> dict:
     """Estimate every target with the ``enigma`` entry of params' estimators; ``n_samples``,
     ``seed`` and ``cache_dir`` override the ``sample`` section (``cache_dir`` holds ``samples/``
@@ -87,6 +95,9 @@ def run_estimate(
         parse_spec(spec)
     p = load_params(params)
     check_out(out, "--out", folder=True)
+    if calibration is not None and not Path(calibration).is_dir():
+        raise FileNotFoundError(f"--calibration {calibration}: results directory not found (a benchmark's data/<B>/results "
+                                "after its train stage, or the results/ folder of an earlier enigma estimate of the store's agents)")
 
     import pyarrow.parquet as pq
 
@@ -160,6 +171,13 @@ def run_estimate(
             "converged": converged(score["diagnostics"], list(score["estimates"])),
             "diagnostics": dict(score["diagnostics"], excluded_agents=drop),
         }
+    for name, r in results.items():
+        for rating, e in r["estimates"].items():
+            e["sampling_interval"] = e.pop("interval")
+            e.update(interval=e["sampling_interval"], interval_kind="sampling" if e["sampling_interval"] else "none",
+                     interval_how="the dialogue bootstrap: the noise of the logs, not the estimator's bias")
+    if calibration is not None:
+        _calibrate(results, store, Path(calibration), p.report.confidence)
     summary = {
         "targets": {n: r["estimates"] for n, r in results.items()},
         "converged": {n: r["converged"] for n, r in results.items()},
@@ -168,6 +186,30 @@ def run_estimate(
     out.mkdir(parents=True, exist_ok=True)
     (out / "estimates.json").write_text(json.dumps(_nan_to_null(summary), indent=2, allow_nan=False) + "\n")
     return summary
+
+
+def _calibrate(results: dict, store, calibration: Path, level: float) -> None:
+    """Give every estimate its calibrated interval, calibrated on the store's agents in
+    ``calibration`` (their leave-one-agent-out ENIGMA estimates against their mean ratings in the
+    store) other than the target itself; the same code as the nightly job's (``pipeline.compare``)."""
+    from enigma.evaluation import calibration as calib
+    from enigma.pipeline.compare import calibration_residuals
+
+    sets = {r: calibration_residuals(calibration, "enigma", store, r) for r in store.rating_names}
+    if not any(c["estimates"] for c in sets.values()):
+        raise ValueError(f"--calibration {calibration}: no enigma estimates of the store's agents "
+                         f"({', '.join(store.agents()[:5])}{', ...' if len(store.agents()) > 5 else ''}) to calibrate on")
+    for name, r in results.items():
+        for rating, e in r["estimates"].items():
+            c = sets.get(rating)
+            if not c or not c["estimates"] or e["estimate"] is None:
+                continue
+            cal = calib.fit_without(c["estimates"], c["truths"], [name])
+            lo, hi, how = calib.interval(cal, e["estimate"], level)
+            e["calibrated_estimate"] = cal.calibrated(e["estimate"]) if cal.n else None
+            if lo is not None:
+                e.update(interval=[lo, hi], interval_kind="calibrated", interval_level=level,
+                         interval_how=f"{how}, from {calibration}")
 
 
 def converged(diagnostics: dict, ratings: list[str]) -> bool | None:
@@ -181,11 +223,19 @@ def converged(diagnostics: dict, ratings: list[str]) -> bool | None:
 
 
 def _shown(rating: str, e: dict) -> str:
-    """``reward=0.8123 [0.78, 0.84] (ess 492)``: the estimate, its interval where there is one."""
+    """``reward=0.8123 [0.70, 0.91] (calibrated 0.80: conformal over 26 agents; ess 492)``: the
+    estimate, its interval where there is one, named, so that a sampling-only interval is never
+    read as how sure the number is."""
     value = "n/a" if e["estimate"] is None else f"{e['estimate']:.4f}"
     interval = f" [{e['interval'][0]:.3f}, {e['interval'][1]:.3f}]" if e.get("interval") else ""
-    ess = f" (ess {e['ess']:.0f})" if e.get("ess") is not None else ""
-    return f"{rating}={value}{interval}{ess}"
+    notes = []
+    if e.get("interval_kind") == "calibrated":
+        notes.append(f"calibrated {e['calibrated_estimate']:.3f}: {e['interval_how'].split(', from ')[0]}")
+    elif e.get("interval_kind") == "sampling":
+        notes.append("sampling only, not the estimator's bias")
+    if e.get("ess") is not None:
+        notes.append(f"ess {e['ess']:.0f}")
+    return f"{rating}={value}{interval}" + (f" ({'; '.join(notes)})" if notes else "")
 
 
 def _why_not(diagnostics: dict) -> str:
@@ -223,6 +273,10 @@ def register(app: typer.Typer) -> None:
         seed: Optional[int] = typer.Option(None, help="sampling seed (params: sample.seed)"),
         cache_dir: Optional[Path] = typer.Option(None, help="cache folder (embeddings, samples)"),
         progress: bool = typer.Option(True, "--progress/--no-progress", help="show progress bars"),
+        calibration: Optional[Path] = typer.Option(
+            None, "--calibration",
+            help="results folder of the store's own agents each estimated with itself held out (data/<B>/results, or an "
+                 "earlier --out's results/): each estimate gets its calibrated interval, which covers the estimator's error"),
         quiet: bool = typer.Option(False, "--quiet", "-q", hidden=True, help="the same as --no-progress"),
     ) -> None:
         """Estimate target agents' ratings with ENIGMA (DICE on the other agents' logs)."""
@@ -230,7 +284,7 @@ def register(app: typer.Typer) -> None:
         summary = run_estimate(
             experience, _pairs(target, "--target"), _pairs(target_actions, "--target-actions"),
             [a for a in exclude_agents.split(",") if a.strip()], out, params, preset, encoder,
-            n_samples, seed, cache_dir, progress=progress and not quiet,
+            n_samples, seed, cache_dir, progress=progress and not quiet, calibration=calibration,
         )
         for name, ests in summary["targets"].items():
             verdict = {False: "  NOT CONVERGED: " + _why_not(summary["diagnostics"][name]), None: ""}.get(summary["converged"][name], "")

@@ -1,6 +1,6 @@
 """Per-agent intervals and their measured coverage: how sure is each estimate?
 
-Two kinds, side by side:
+Three kinds, side by side:
 
 - **sampling**: the estimator's own interval of its estimate (ENIGMA: the dialogue bootstrap,
   ``enigma.ope.bootstrap``). It covers the noise of the logs and of the target draws, not the
@@ -11,6 +11,9 @@ Two kinds, side by side:
   agents the half-width is their ``ceil((n + 1) * level)``-th smallest residual; when that rank
   exceeds ``n`` the interval is unbounded (too few agents for the level: at 95% it takes 19).
   If the agents' residuals are exchangeable its coverage is at least ``level`` on average.
+- **calibrated** (the default the reports show): the other agents' linear recalibration of the
+  estimate plus or minus a quantile of their residuals, finite with few agents
+  (``enigma.evaluation.calibration``, the code the nightly job and ``enigma estimate`` use).
 
 Coverage is the share of agents whose truth lies inside their interval, per estimator and rating.
 """
@@ -22,6 +25,8 @@ from typing import Any, Sequence
 
 import numpy as np
 import pandas as pd
+
+from enigma.evaluation.calibration import calibrated_intervals
 
 
 def conformal_halfwidth(residuals: Sequence[float], level: float) -> float:
@@ -82,16 +87,27 @@ def interval_table(group: pd.DataFrame, truth_wide: pd.DataFrame, rating: str, l
         out[col] = pd.to_numeric(rows[col], errors="coerce") if col in rows else np.nan
     out["conformal_low"] = conf["low"].reindex(est.index)
     out["conformal_high"] = conf["high"].reindex(est.index)
+    cal = calibrated_intervals(est.to_dict(), truth.dropna().to_dict(), level)
+    out["calibrated_low"] = pd.Series({a: v["low"] for a, v in cal.items()}, dtype=float).reindex(est.index)
+    out["calibrated_high"] = pd.Series({a: v["high"] for a, v in cal.items()}, dtype=float).reindex(est.index)
     return out
 
 
-def interval_coverage(group: pd.DataFrame, truth_wide: pd.DataFrame, rating: str, level: float) -> dict[str, Any]:
-    """``{"conformal": {coverage, mean_width, n_agents, missed} or None, "sampling": {...} or None}``:
+KINDS = ("calibrated", "sampling", "conformal")  # the first is the reports' default
+
+
+def interval_coverage(group: pd.DataFrame, truth_wide: pd.DataFrame, rating: str, level: float,
+                      agents: list[str] | None = None, table: pd.DataFrame | None = None) -> dict[str, Any]:
+    """``{"calibrated": {coverage, mean_width, n_agents, missed} or None, "conformal": ..., "sampling":
+    ...}`` over ``agents`` (default all; each agent's interval still calibrated on all the others):
     the sampling interval only where the estimator gave one for every agent; None where no agent
     has that interval."""
-    table = interval_table(group, truth_wide, rating, level)
+    table = interval_table(group, truth_wide, rating, level) if table is None else table
+    if agents is not None:
+        table = table.loc[[a for a in table.index if a in set(agents)]]
     truth = truth_wide[rating]
-    out: dict[str, Any] = {"level": level, "conformal": _coverage(table[["conformal_low", "conformal_high"]].set_axis(["low", "high"], axis=1), truth)}
+    out: dict[str, Any] = {"level": level, "conformal": _coverage(table[["conformal_low", "conformal_high"]].set_axis(["low", "high"], axis=1), truth),
+                           "calibrated": _coverage(table[["calibrated_low", "calibrated_high"]].set_axis(["low", "high"], axis=1), truth)}
     sampling = table[["interval_low", "interval_high"]].set_axis(["low", "high"], axis=1)
     out["sampling"] = _coverage(sampling, truth) if sampling.notna().all(axis=None) and len(sampling) else None
     return out

@@ -88,21 +88,35 @@ only the agents a correlation is taken over differ. Choices of settings read the
 {% endfor %}</table>
 
 <h2>How sure is each estimate: per-agent intervals and their coverage</h2>
-<p>Two {{ (s.settings.confidence * 100) | round | int }}% intervals per agent. <b>Sampling</b>: {{ s.settings.agent_interval.sampling }}
+<p>Three {{ (s.settings.confidence * 100) | round | int }}% intervals per agent. <b>Calibrated</b> (the default, the one
+<code>enigma estimate</code> and the nightly report give): {{ s.settings.agent_interval.calibrated }}; each agent is calibrated
+on the other agents, as a new agent is on the store's. <b>Sampling</b>: {{ s.settings.agent_interval.sampling }}
 (only where the estimator gives one); it is blind to the estimator's bias. <b>Conformal</b>: {{ s.settings.agent_interval.conformal }}
 (unbounded with fewer than 19 other agents). Coverage: the share of agents whose truth lies inside their interval; width: the mean
 width.</p>
-<table><tr><th>estimator</th>{% for r in s.ratings %}<th>{{ r }}: conformal coverage / width</th><th>{{ r }}: sampling coverage / width</th>{% endfor %}</tr>
+<table><tr><th>estimator</th>{% for r in s.ratings %}<th>{{ r }}: calibrated coverage / width</th><th>{{ r }}: conformal coverage / width</th><th>{{ r }}: sampling coverage / width</th>{% endfor %}</tr>
 {% for name in order %}{% set e = s.estimators[name] %}<tr><td class="name">{{ name }}</td>
-{% for r in s.ratings %}<td>{{ f(e[r].interval_coverage.conformal) }} / {{ f(e[r].interval_mean_width.conformal) }}</td>
+{% for r in s.ratings %}<td>{{ f(e[r].interval_coverage.calibrated) }} / {{ f(e[r].interval_mean_width.calibrated) }}</td>
+<td>{{ f(e[r].interval_coverage.conformal) }} / {{ f(e[r].interval_mean_width.conformal) }}</td>
 <td>{% if e[r].interval_coverage.sampling is none %}none{% else %}{{ f(e[r].interval_coverage.sampling) }} / {{ f(e[r].interval_mean_width.sampling) }}{% endif %}</td>{% endfor %}</tr>
 {% endfor %}</table>
 {% if s.agent_intervals %}{% set ai = s.agent_intervals %}
 {% for r, cells in ai.ratings.items() %}<details{% if loop.first %} open{% endif %}><summary>{{ ai.estimator }}, {{ r }}: every agent's intervals</summary>
-<table><tr><th>agent</th><th>truth</th><th>estimate</th><th>sampling interval</th><th>conformal interval</th></tr>
+<table><tr><th>agent</th><th>truth</th><th>estimate</th><th>calibrated interval</th><th>sampling interval</th><th>conformal interval</th></tr>
 {% for agent, c in cells.items() %}<tr><td class="name">{{ agent }}</td><td>{{ f(c.truth) }}</td><td>{{ f(c.estimate) }}</td>
-<td>{{ iv(c.sampling, c.truth) }}</td><td>{{ iv(c.conformal, c.truth) }}</td></tr>{% endfor %}
+<td>{{ iv(c.calibrated, c.truth) }}</td><td>{{ iv(c.sampling, c.truth) }}</td><td>{{ iv(c.conformal, c.truth) }}</td></tr>{% endfor %}
 </table></details>{% endfor %}{% endif %}
+
+<h2>Verdict accuracy: is one agent better than another?</h2>
+<p>Every pair of agents judged as the nightly job judges a new agent against the incumbent: {{ s.settings.verdicts }}.
+Per rating: verdicts called / pairs, wrong-direction verdicts (share of those called), and power: the share of the pairs
+whose true gap exceeds 0.05 called the right way.{% if s.splits %} The test half (pairs within it) first, all agents after.{% endif %}</p>
+<table><tr><th>estimator</th>{% for r in s.ratings %}<th>{{ r }}: called / pairs</th><th>{{ r }}: wrong (rate)</th><th>{{ r }}: power at gap &gt; 0.05</th>{% endfor %}</tr>
+{% for scope in (["test", "all"] if s.splits else ["all"]) %}
+{% for name in order %}{% set e = s.estimators[name] %}<tr><td class="name">{{ name }}{% if s.splits %} ({{ scope }}){% endif %}</td>
+{% for r in s.ratings %}{% set v = e[r].verdicts if scope == "all" else e[r].split[scope].verdicts %}
+<td>{{ v.called }} / {{ v.pairs }}</td><td>{{ v.wrong }} ({{ f(v.wrong_rate) }})</td><td>{{ f(v.power_gap_0_05) }}</td>{% endfor %}</tr>
+{% endfor %}{% endfor %}</table>
 
 <h2>How reliable the truth is</h2>
 <p>reliability = 1 &minus; mean(stderr&sup2;) / var(true values across agents); &radic;reliability is

@@ -6,9 +6,12 @@ The shape (issue 6) is ``{"benchmark", "n_agents", "ratings", "estimators": {"<e
 "mean_pearson", "mean_spearman", "regime": [...],
 "labels": {...}}}, "agents": {"<agent>": {"<rating>": {"truth": t, "<est>": e}}}}``.
 Beyond it: per estimator ``mean_kendall``, intervals of the means, ``n_agents`` and ``flags``
-(collapse, missing agents); ``interval_*`` per kind (``sampling``: the estimator's own interval
+(collapse, missing agents); ``interval_*`` per kind (``calibrated``, the default: the other agents' recalibration and
+its residuals, ``evaluation.calibration``; ``sampling``: the estimator's own interval
 of each estimate, null where it gives none; ``conformal``: from the other agents' residuals;
-``evaluation.intervals``), with ``agent_intervals`` (every agent's two intervals for the
+``evaluation.intervals``), per rating ``verdicts`` (every pair judged by the nightly job's rule:
+``{pairs, called, wrong, wrong_rate, power_gap_0_05}``), the same per half under ``split``,
+with ``agent_intervals`` (every agent's three intervals for the
 report's ENIGMA estimator); at the top ``ranking``, ``comparison`` (paired bootstrap
 differences of the first-ranked against the runner-up and against ENIGMA), ``headline`` (the
 plain sentence), ``errors`` and ``settings``. Undefined numbers are ``null``.
@@ -27,14 +30,16 @@ import pandas as pd
 from enigma.evaluation.config import ReportConfig
 from enigma.evaluation.correlation import STATS, EstimatorScore, paired_difference, score_estimator
 from enigma.evaluation.errors import EvaluationError
-from enigma.evaluation.intervals import interval_coverage, interval_table
+from enigma.evaluation.calibration import pair_verdicts, verdict_accuracy
+from enigma.evaluation.intervals import KINDS, interval_coverage, interval_table
 from enigma.evaluation.results import check_results
 from enigma.evaluation.split import HALVES, split_agents
 from enigma.evaluation.truth import truth_wide
 
 PER_RATING_KEYS = ("pearson", "spearman", "kendall", "pearson_ci95", "spearman_ci95", "kendall_ci95", "spread_ratio",
                    "loo_mean_pearson", "partial_pearson")
-INTERVAL_KEYS = ("interval_coverage", "interval_mean_width", "interval_missed")  # {"sampling": ..., "conformal": ...}
+INTERVAL_KEYS = ("interval_coverage", "interval_mean_width", "interval_missed")  # {"calibrated": ..., "sampling": ..., "conformal": ...}
+VERDICT_KEYS = ("pairs", "called", "wrong", "wrong_rate", "power_gap_0_05")  # per rating: "verdicts" (evaluation.calibration)
 SPLIT_KEY = "split"  # per rating and per estimator: {"test": {...}, "dev": {...}} (evaluation.split)
 
 
@@ -143,18 +148,24 @@ def build_summary(
                 confidence=cfg.confidence, collapse_spread_ratio=cfg.collapse_spread_ratio)
         info = (estimator_info or {}).get(name, {})
         entry: dict[str, Any] = {r: {k: score.per_rating[r].get(k) for k in PER_RATING_KEYS} for r in ratings}
+        half_accuracy: dict[str, dict[str, Any]] = {r: {} for r in ratings}
         for r in ratings:
-            cov = interval_coverage(group, tw, r, cfg.confidence)
-            kinds = {k: cov[k] for k in ("sampling", "conformal")}
-            entry[r]["interval_coverage"] = {k: v and v["coverage"] for k, v in kinds.items()}
-            entry[r]["interval_mean_width"] = {k: v and v["mean_width"] for k, v in kinds.items()}
-            entry[r]["interval_missed"] = {k: v and v["missed"] for k, v in kinds.items()}
+            table = interval_table(group, tw, r, cfg.confidence)
+            cov = interval_coverage(group, tw, r, cfg.confidence, table=table)
+            entry[r].update(_interval_entry(cov))
+            # every pair judged as the nightly job judges a new agent, calibrated on the others
+            pairs = pair_verdicts(ew[r].dropna().to_dict(), tw[r].to_dict(), cfg.confidence)
+            entry[r]["verdicts"] = {k: verdict_accuracy(pairs)[k] for k in VERDICT_KEYS}
+            for h in HALVES:
+                half_accuracy[r][h] = {**_interval_entry(interval_coverage(group, tw, r, cfg.confidence, halves[h], table)),
+                                       "verdicts": {k: verdict_accuracy(pairs, halves[h])[k] for k in VERDICT_KEYS}}
         for s in STATS:
             entry[f"mean_{s}"] = score.means[s]
             entry[f"mean_{s}_ci95"] = score.mean_ci[s]
         for r in ratings:
-            entry[r][SPLIT_KEY] = {h: {k: half_scores[h][name].per_rating[r].get(k) for k in
-                                       ("pearson", "spearman", "kendall", "pearson_ci95")} for h in HALVES}
+            entry[r][SPLIT_KEY] = {h: {**{k: half_scores[h][name].per_rating[r].get(k) for k in
+                                          ("pearson", "spearman", "kendall", "pearson_ci95")}, **half_accuracy[r][h]}
+                                   for h in HALVES}
         entry[SPLIT_KEY] = {h: _half_entry(half_scores[h][name]) for h in HALVES}
         entry["regime"] = list(info.get("regime") or _split_set(group["regime"]))
         entry["labels"] = {**_merge_labels(group["labels"]), **(info.get("labels") or {})}
@@ -192,7 +203,8 @@ def build_summary(
             agent_intervals[r] = {
                 a: {"truth": row.truth, "estimate": row.estimate,
                     "sampling": None if pd.isna(row.interval_low) else [row.interval_low, row.interval_high],
-                    "conformal": [row.conformal_low, row.conformal_high]}
+                    "conformal": [row.conformal_low, row.conformal_high],
+                    "calibrated": None if pd.isna(row.calibrated_low) else [row.calibrated_low, row.calibrated_high]}
                 for a, row in table.iterrows()
             }
 
@@ -218,7 +230,7 @@ def build_summary(
         "ratings": ratings,
         "estimators": estimators,
         "agents": agents,
-        # the report's ENIGMA estimator: each agent's sampling and conformal interval (intervals.py)
+        # the report's ENIGMA estimator: each agent's calibrated, sampling and conformal interval (intervals.py)
         "agent_intervals": {"estimator": cfg.enigma_estimator, "ratings": agent_intervals} if agent_intervals else None,
         "ranking": [
             {"estimator": n, cfg.rank_by: scores[n].means[cfg.rank_by[5:]], "flags": len(scores[n].flags)} for n in ranking
@@ -250,10 +262,23 @@ def build_summary(
             "agent_interval": {
                 "sampling": "the estimator's own interval of each estimate (ENIGMA: the dialogue bootstrap, refitted per resample)",
                 "conformal": "estimate +- the ceil((n+1) confidence)-th smallest absolute residual of the n other agents",
+                "calibrated": "the n other agents' linear recalibration a + b estimate +- the ceil((n+1) confidence)-th "
+                              "smallest absolute residual of that fit; below 19 agents (at 95%) a normal prediction interval",
             },
+            "default_interval": "calibrated",
+            "verdicts": "every pair of agents i, j: b (e_i - e_j) of the recalibration on the other agents against the "
+                        "confidence quantile of |r_k - r_l| over their pairs; wrong = called against the sign of the true "
+                        "gap; power_gap_0_05 = share of pairs with |true gap| > 0.05 called the right way",
         },
     }
     return _num(summary), scores
+
+
+def _interval_entry(cov: dict[str, Any]) -> dict[str, Any]:
+    kinds = {k: cov[k] for k in KINDS}
+    return {"interval_coverage": {k: v and v["coverage"] for k, v in kinds.items()},
+            "interval_mean_width": {k: v and v["mean_width"] for k, v in kinds.items()},
+            "interval_missed": {k: v and v["missed"] for k, v in kinds.items()}}
 
 
 def _half_entry(score: EstimatorScore) -> dict[str, Any]:

@@ -1,16 +1,23 @@
 """Is the new checkpoint better? The nightly job's comparison of a new agent with the registry.
 
-For each new agent and estimator, on one rating (``nightly.compare_rating``):
+For each new agent and estimator, on one rating (``nightly.compare_rating``), everything
+calibrated on the store's own agents, each estimated leave-one-agent-out
+(``nightly.calibration_results``) against its mean rating in the store:
 
-- the estimate with its **sampling interval** (the estimator's own: ENIGMA's dialogue bootstrap)
-  and its **conformal interval**: the estimate plus or minus a quantile of the absolute residuals
-  of the store's own agents, each estimated leave-one-agent-out (``nightly.calibration_results``)
-  against its mean rating in the store (``enigma.evaluation.intervals``);
+- the estimate with its **calibrated interval** (``enigma.evaluation.calibration``: the store's
+  agents' recalibration of the estimate plus or minus a quantile of their residuals, named with
+  how it was made and on how many agents), its **sampling interval** (the estimator's own:
+  ENIGMA's dialogue bootstrap, blind to its bias) and its **conformal interval**
+  (``enigma.evaluation.intervals``);
 - its **rank** among the registry's agents scored so far (tonight's and earlier nights');
-- a **paired difference** with the best of the others (the incumbent): the two estimates come
-  from the same logged dialogues and, with the same seed, the same bootstrap resamples, so the
-  difference of their resampled estimates gives its interval. Where the draws cannot be paired
-  (another store, another estimator without draws) the comparison says why.
+- the **verdict** against the best of the others (the incumbent), by ``calibration.verdict``: the
+  calibrated difference against the quantile of the store's agents' residual differences, with
+  that rule's measured accuracy on the store's own pairs (wrong-direction rate and power, by the
+  same code as the report's ``verdicts``);
+- as an extra, labelled *sampling only*, the **paired bootstrap difference**: the two estimates
+  come from the same logged dialogues and, with the same seed, the same bootstrap resamples, so
+  the difference of their resampled estimates gives its interval. Where the draws cannot be
+  paired (another store, another estimator without draws) the comparison says why.
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from enigma.evaluation import calibration as calib
 from enigma.evaluation.intervals import conformal_halfwidth, interval_text
 from enigma.evaluation.results import artifact_path, read_results, result_path
 from enigma.ope.bootstrap import percentile_interval
@@ -35,21 +43,41 @@ def store_means(store: ExperienceStore, rating: str) -> pd.Series:
     return df.dropna().groupby("agent")["value"].mean()
 
 
-def calibration_residuals(results_dir: str | Path | None, estimator: str, store: ExperienceStore, rating: str) -> dict[str, Any]:
-    """The absolute residuals of the store's agents' leave-one-agent-out estimates, or why there
-    are none (no results directory, or no results of this estimator for the store's agents)."""
+def calibration_residuals(results_dir: str | Path | None, estimator: str, store: ExperienceStore, rating: str,
+                          level: float | None = None) -> dict[str, Any]:
+    """The store's agents' leave-one-agent-out estimates and mean ratings (``estimates``,
+    ``truths``), their absolute residuals, or why there are none (no results directory, or no
+    results of this estimator for the store's agents). With ``level``: also the store's
+    ``accuracy`` of the calibrated interval and of the verdict rule, measured on its own agents
+    and pairs as the report measures them (``calibration.calibrated_intervals``, ``pair_verdicts``)."""
     if results_dir is None:
-        return {"residuals": [], "why": "no calibration results configured (nightly.calibration_results)"}
+        return {"residuals": [], "estimates": {}, "truths": {},
+                "why": "no calibration results configured (nightly.calibration_results)"}
     path = Path(results_dir)
     if not path.is_dir():
-        return {"residuals": [], "why": f"calibration results {path} not found (run the benchmark's train stage first)"}
+        return {"residuals": [], "estimates": {}, "truths": {},
+                "why": f"calibration results {path} not found (run the benchmark's train stage first)"}
     res = read_results(path)
     res = res[(res["estimator"] == estimator) & (res["rating"] == rating) & res["error"].isna()]
     truth = store_means(store, rating)
     both = res[res["agent_id"].isin(truth.index)]
-    resid = [abs(float(e) - float(truth[a])) for a, e in zip(both["agent_id"], both["estimate"])]
+    est = {a: float(e) for a, e in zip(both["agent_id"], both["estimate"])}
+    truths = {a: float(truth[a]) for a in est}
+    resid = [abs(e - truths[a]) for a, e in est.items()]
     why = None if resid else f"{path} has no {estimator} estimates of {rating} for the store's agents"
-    return {"residuals": resid, "why": why, "source": str(path)}
+    out = {"residuals": resid, "estimates": est, "truths": truths, "why": why, "source": str(path)}
+    if level is not None:
+        out["accuracy"] = store_accuracy(est, truths, level)
+    return out
+
+
+def store_accuracy(estimates: dict[str, float], truths: dict[str, float], level: float) -> dict[str, Any]:
+    """How the calibrated interval and the verdict rule fare on the store's own agents: coverage
+    and mean width of each agent's interval calibrated on the others, and ``verdicts`` over every
+    pair calibrated on the others (the report's ``verdicts``)."""
+    cov = calib.interval_accuracy(calib.calibrated_intervals(estimates, truths, level), truths)
+    acc = calib.verdict_accuracy(calib.pair_verdicts(estimates, truths, level))
+    return {"coverage": cov and cov["coverage"], "mean_width": cov and cov["mean_width"], "verdicts": acc}
 
 
 def load_draws(results_dir: str | Path, estimator: str, agent: str) -> dict[str, Any] | None:
@@ -97,10 +125,19 @@ def compare_agent(
     me = scored[agent]
     h = conformal_halfwidth(calibration["residuals"], level) if calibration["residuals"] else math.inf
     conformal = None if not calibration["residuals"] else [me["estimate"] - h, me["estimate"] + h]
+    # the new agent is not among the calibration agents (if a store agent is re-scored, it is left out)
+    cal = calib.fit_without(calibration.get("estimates", {}), calibration.get("truths", {}), [agent])
+    lo, hi, how = calib.interval(cal, me["estimate"], level)
     order = sorted(scored, key=lambda n: -scored[n]["estimate"])
     out: dict[str, Any] = {
         "rating": rating,
         "estimate": me["estimate"],
+        "interval": None if lo is None else [lo, hi],
+        "interval_kind": "calibrated" if lo is not None else "none",
+        "calibration": {"calibration_agents": cal.n, "how": how if cal.n else calibration.get("why") or how,
+                        "calibrated_estimate": cal.calibrated(me["estimate"]) if cal.n else None,
+                        "a": cal.a, "b": cal.b, "note": cal.note, "source": calibration.get("source"),
+                        "accuracy": calibration.get("accuracy")},
         "sampling_interval": me["sampling"],
         "sampling_level": me["sampling_level"],
         "conformal_interval": conformal if conformal is None or math.isfinite(h) else [None, None],
@@ -116,7 +153,12 @@ def compare_agent(
         out["comparison"] = None
         return out
     inc = others[0]
+    v = calib.verdict(cal, me["estimate"], scored[inc]["estimate"], level)
     cmp: dict[str, Any] = {"incumbent": inc, "incumbent_estimate": scored[inc]["estimate"],
+                           "verdict": v["verdict"] if cal.n else "no calibration",
+                           "calibrated_difference": v["difference"], "threshold": v["threshold"], "how": v["how"],
+                           "accuracy": (calibration.get("accuracy") or {}).get("verdicts"),
+                           # the paired bootstrap: the noise of the logs only, blind to the estimator's bias
                            "difference": me["estimate"] - scored[inc]["estimate"], "interval": None}
     mine, theirs = load_draws(results_dir, estimator, agent), load_draws(results_dir, estimator, inc)
     if mine is None or theirs is None:
@@ -131,8 +173,8 @@ def compare_agent(
         else:
             cmp["why_no_interval"] = "different numbers of resamples"
     iv = cmp["interval"]
-    cmp["verdict"] = ("better" if iv and iv[0] > 0 else "worse" if iv and iv[1] < 0 else
-                      "not distinguishable" if iv else "no paired interval")
+    cmp["sampling_only_verdict"] = ("better" if iv and iv[0] > 0 else "worse" if iv and iv[1] < 0 else
+                                    "not distinguishable" if iv else "no paired interval")
     out["comparison"] = cmp
     return out
 
@@ -144,10 +186,13 @@ def _fmt(v: Any) -> str:
 def markdown(report: dict[str, Any]) -> str:
     """The nightly report a team reads over coffee."""
     lines = [f"# Nightly evaluation {report['run']}", "",
-             f"Store: `{report['store']}`; registry: `{report['registry']}`. *Sampling* intervals cover the noise of the "
-             "logs and of the target's replies (dialogue bootstrap, at the estimator's level); *conformal* intervals "
-             f"({report['level']:.0%}) add the estimator's own error, measured on the store's agents held out in turn; "
-             f"the paired difference with the incumbent is at {report['level']:.0%}.", ""]
+             f"Store: `{report['store']}`; registry: `{report['registry']}`. The **interval** ({report['level']:.0%}) and the "
+             "**verdict** are calibrated on the store's own agents, each estimated with itself held out: the interval "
+             "covers the estimator's error, bias included, and the verdict weighs the difference with the incumbent against "
+             "the errors the estimator makes on differences between the store's agents. Beside each verdict: how often that "
+             "rule pointed the wrong way, and how often it called a true gap over 0.05, on the store's own pairs. "
+             "*Sampling only* (the dialogue bootstrap, and the paired difference of its draws) covers the noise of the logs, "
+             "not the estimator's bias.", ""]
     for name, info in sorted(report["agents"].items()):
         lines.append(f"## {name}: {info['status']}")
         lines.append("")
@@ -157,24 +202,49 @@ def markdown(report: dict[str, Any]) -> str:
             if c.get("error"):
                 lines += [f"- {est}: {c['error']}", ""]
                 continue
+            cal = c.get("calibration") or {}
             level = f" ({c['sampling_level']:.0%})" if c.get("sampling_level") else ""
-            lines.append(f"- **{est}**, {c['rating']}: **{_fmt(c['estimate'])}**, sampling{level} {interval_text(c['sampling_interval'])}, "
-                         f"conformal {interval_text(c['conformal_interval'])}"
+            lines.append(f"- **{est}**, {c['rating']}: **{_fmt(c['estimate'])}**, calibrated interval "
+                         f"**{interval_text(c.get('interval'))}** ({cal.get('how')}; calibrated estimate "
+                         f"{_fmt(cal.get('calibrated_estimate'))}, from `{cal.get('source')}`)")
+            acc = cal.get("accuracy") or {}
+            if acc.get("coverage") is not None:
+                lines.append(f"- that interval on the store's own agents: coverage {acc['coverage']:.2f}, mean width "
+                             f"{_fmt(acc['mean_width'])}")
+            lines.append(f"- sampling only{level} {interval_text(c['sampling_interval'])}; conformal "
+                         f"{interval_text(c['conformal_interval'])}"
                          + (f" ({c['conformal']['why_none']})" if c["conformal_interval"] is None else
                             f" ({c['conformal']['calibration_agents']} calibration agents)"))
             lines.append(f"- rank {c['rank']} of {c['ranked']} registry agents scored so far")
             cmp = c.get("comparison")
             if cmp:
-                diff = f"{cmp['difference']:+.3f}"
-                iv = interval_text(cmp["interval"]) if cmp["interval"] else cmp.get("why_no_interval", "no interval")
                 lines.append(f"- against the incumbent **{cmp['incumbent']}** ({_fmt(cmp['incumbent_estimate'])}): "
-                             f"{diff}, paired interval {iv}: **{cmp['verdict']}**")
+                             f"calibrated difference {_signed(cmp.get('calibrated_difference'))} against a threshold of "
+                             f"{_fmt(cmp.get('threshold'))} ({cmp.get('how')}): **{cmp['verdict']}**; "
+                             + _accuracy_text(cmp.get("accuracy")))
+                iv = interval_text(cmp["interval"]) if cmp["interval"] else cmp.get("why_no_interval", "no interval")
+                lines.append(f"- sampling only: {cmp['difference']:+.3f}, paired bootstrap interval {iv}: "
+                             f"{cmp['sampling_only_verdict']} (blind to the estimator's bias)")
             else:
                 lines.append("- no other registry agent scored yet: nothing to compare with")
             lines.append("")
     if report["failed"]:
         lines += [f"Failed tonight: {', '.join(report['failed'])} (retried next night).", ""]
     return "\n".join(lines)
+
+
+def _signed(v: Any) -> str:
+    return "n/a" if v is None or (isinstance(v, float) and not math.isfinite(v)) else f"{v:+.3f}"
+
+
+def _accuracy_text(acc: dict[str, Any] | None) -> str:
+    """The verdict rule's measured accuracy on the store's own pairs, in words."""
+    if not acc or not acc.get("pairs"):
+        return "the rule's accuracy on this store: not measured (no calibration pairs)"
+    wrong = "none called" if not acc["called"] else f"{acc['wrong_rate']:.1%} wrong direction ({acc['wrong']} of {acc['called']} called)"
+    power = ("no pair with a true gap over 0.05" if acc["power_gap_0_05"] is None else
+             f"power {acc['power_gap_0_05']:.0%} at true gaps over 0.05")
+    return f"this rule on the store's {acc['pairs']} pairs of agents: {wrong}, {power}"
 
 
 def html(md: str, title: str) -> str:

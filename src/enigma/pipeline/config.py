@@ -185,7 +185,7 @@ class NightlyConfig(BaseModel):
     # must be made as the calibration results were
     knowledge: str | None = Field(None, pattern=KNOWLEDGE_SPEC)
     # the comparison with the registry (enigma.pipeline.compare): on this rating, at this level,
-    # the conformal interval calibrated on the store's agents' leave-one-agent-out results
+    # the interval and the verdict calibrated on the store's agents' leave-one-agent-out results
     compare_rating: str = "reward"
     interval_level: float = Field(0.95, gt=0, lt=1)
     calibration_results: Path | None = Path("data/airline/results")
