@@ -111,8 +111,9 @@ def test_one_dead_agent_fails_alone_and_is_retried_the_next_night(workspace, cap
 
     # The night after, its server is up: only the failed agent is tried again, scored and marked seen.
     root = Path(workspace["root"])
+    (root / "serve-params.yaml").write_text("{}\n")  # the built-in defaults (a named --params must exist)
     serve = [sys.executable, "-c", "from enigma.cli import app; app()", "serve", "python:tests.pipeline.pipeline_agents:newcomer_long",
-             "--port", str(port), "--model-name", "m", "--params", str(root / "no-params.yaml")]
+             "--port", str(port), "--model-name", "m", "--params", str(root / "serve-params.yaml")]
     env = dict(os.environ, PYTHONPATH=f"{REPO}:{REPO / 'src'}")
     with serve_process(serve, port, root, env, root / "server.log"):
         second = nightly(workspace["params"])

@@ -101,3 +101,14 @@ def test_a_new_checkpoint_is_ranked_and_compared_with_the_incumbent(workspace):
     assert child.data.metrics["diag.compare.interval.low"] == pytest.approx(c["interval"][0])
     assert child.data.metrics["diag.compare.store.verdicts.pairs"] == 3
     assert child.data.metrics["diag.compare.verdict"] == calib.called_direction(cmp["verdict"])
+
+
+def test_calibration_results_with_no_result_yet_say_why_instead_of_failing_the_night(tmp_path):
+    """A calibration folder that exists but holds no result yet (its train stage interrupted before
+    the first one) leaves the new agents without a calibrated interval, with the reason, and the
+    night goes on; it used to end the whole flow with an EvaluationError."""
+    from enigma.pipeline.compare import calibration_residuals
+
+    (tmp_path / "results").mkdir()
+    out = calibration_residuals(tmp_path / "results", "enigma", reference_problem().logs(60, seed=0), "match", level=0.9)
+    assert out["residuals"] == [] and "no result files" in out["why"]

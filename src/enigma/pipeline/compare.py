@@ -32,6 +32,7 @@ import pandas as pd
 
 from enigma.evaluation import calibration as calib
 from enigma.evaluation.intervals import conformal_halfwidth, interval_text
+from enigma.evaluation.errors import EvaluationError
 from enigma.evaluation.results import artifact_path, read_results, result_path
 from enigma.ope.bootstrap import percentile_interval
 from enigma.store.experience import ExperienceStore
@@ -57,7 +58,10 @@ def calibration_residuals(results_dir: str | Path | None, estimator: str, store:
     if not path.is_dir():
         return {"residuals": [], "estimates": {}, "truths": {},
                 "why": f"calibration results {path} not found (run the benchmark's train stage first)"}
-    res = read_results(path)
+    try:
+        res = read_results(path)
+    except EvaluationError as exc:  # e.g. a train stage interrupted before its first result: score, say why
+        return {"residuals": [], "estimates": {}, "truths": {}, "why": f"calibration results unusable: {exc}"}
     res = res[(res["estimator"] == estimator) & (res["rating"] == rating) & res["error"].isna()]
     truth = store_means(store, rating)
     both = res[res["agent_id"].isin(truth.index)]
