@@ -64,15 +64,18 @@ def test_verdict_compares_the_calibrated_difference_with_the_pair_quantile():
 
 def test_calibrated_intervals_cover_a_biased_estimator_near_the_level():
     """A leave-one-agent-out table whose estimates are compressed and shifted (truth = 0.3 + 2 e +
-    noise): the sampling-blind estimate misses most agents, the calibrated interval covers ~95%."""
+    noise): the sampling-blind estimate misses most agents, the calibrated interval covers ~95%,
+    and no interval leaves the ratings' range [0, 1]."""
     rng = np.random.default_rng(1)
     cover, n_rep = [], 40
     for _ in range(n_rep):
-        e = rng.uniform(0.1, 0.4, 30)
-        t = 0.3 + 2.0 * e + rng.normal(0, 0.05, 30)
+        e = rng.uniform(0.05, 0.3, 30)
+        t = 0.3 + 2.0 * e + rng.normal(0, 0.03, 30)  # ratings stay in [0, 1], where intervals are cut
         est = {f"a{i}": float(x) for i, x in enumerate(e)}
         tr = {f"a{i}": float(x) for i, x in enumerate(t)}
-        acc = C.interval_accuracy(C.calibrated_intervals(est, tr, 0.95), tr)
+        ivs = C.calibrated_intervals(est, tr, 0.95)
+        assert all(0.0 <= v["low"] <= v["high"] <= 1.0 for v in ivs.values())
+        acc = C.interval_accuracy(ivs, tr)
         cover.append(acc["coverage"])
     assert 0.90 <= float(np.mean(cover)) <= 0.99
     pv = C.verdict_accuracy(C.pair_verdicts(est, tr, 0.95))

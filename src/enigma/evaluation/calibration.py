@@ -102,14 +102,18 @@ def _sd(cal: Calibration) -> float:
     return float(math.sqrt(float(np.sum(cal.residuals**2)) / dof)) if dof >= 1 else math.nan
 
 
+RATING_RANGE = (0.0, 1.0)  # every rating of a store is normalised to [0, 1] at ingest (the simulator's too)
+
+
 def interval(cal: Calibration, estimate: float, level: float) -> tuple[float | None, float | None, str]:
-    """``(low, high, how)``: the calibrated estimate plus or minus the half-width; ``(None, None,
-    how)`` with fewer than 3 calibration agents."""
+    """``(low, high, how)``: the calibrated estimate plus or minus the half-width, cut to the
+    ratings' range [0, 1] (the truth cannot lie outside it, so coverage is unchanged); ``(None,
+    None, how)`` with fewer than 3 calibration agents."""
     h, how = _quantile(np.abs(cal.residuals), _sd(cal), cal.n, cal.params, level, math.sqrt(1 + 1 / max(cal.n, 1)), "")
     if h is None or not math.isfinite(estimate):
         return None, None, how
     c = cal.calibrated(estimate)
-    return c - h, c + h, how
+    return max(c - h, RATING_RANGE[0]), min(c + h, RATING_RANGE[1]), how
 
 
 def pair_halfwidth(cal: Calibration, level: float) -> tuple[float | None, str]:
