@@ -137,8 +137,10 @@ def test_cli_estimate_writes_estimates_and_curves_and_resumes(problem, tmp_path)
     assert res.exit_code == 0, res.output
     out = json.loads((tmp_path / "out" / "estimates.json").read_text())
     assert set(out["targets"]["t"]) == {"match", "short"}
-    assert set(out["targets"]["t"]["match"]) == {"estimate", "unnormalised", "ess", "interval"}
-    assert out["targets"]["t"]["match"]["interval"] is None  # gradient descent-ascent gets no bootstrap
+    assert set(out["targets"]["t"]["match"]) == {"estimate", "unnormalised", "ess", "interval", "interval_kind", "interval_how",
+                                                  "sampling_interval"}
+    # gradient descent-ascent gets no bootstrap, and without --calibration there is no other interval
+    assert out["targets"]["t"]["match"]["interval"] is None and out["targets"]["t"]["match"]["interval_kind"] == "none"
     n_b1 = sum(a == "b1" for a in store.dialogues.column("agent_id").to_pylist())
     assert out["diagnostics"]["t"]["n_dialogues"] == n_b1 and out["diagnostics"]["t"]["excluded_agents"] == ["b2"]
     # the target's result file as the benchmarks' runner writes it, its learning curve and heads beside it
