@@ -90,7 +90,7 @@ def readme_row(summary: dict, label: str, enigma: str = "enigma") -> str:
             o = ests[pair["other"]]["split"][h] if pair else None
             cells += [f"{_f(e['mean_pearson'])}{_ci(e['mean_pearson_ci95'])}",
                       f"{pair['other']} {_f(o['mean_pearson'])}{_ci(o['mean_pearson_ci95'])}" if pair else "",
-                      f"{pair['difference']:+.3f}{_ci(pair['ci95'])}" if pair else "",
+                      f"{pair['difference']:+.3f} [{pair['ci95'][0]:+.3f}, {pair['ci95'][1]:+.3f}]" if pair else "",
                       f"{ranking.index(enigma) + 1} of {len(ranking)}"]
         else:
             o = ests[pair["other"]]["split"][h] if pair else None
