@@ -28,7 +28,7 @@ grounding, knowledge and target-history readings of ``enigma.encoders.frozen``),
 keeps the source beside the reply. The on-support variant's source is the same: the stand-in's
 own chat where it said the reply it snapped from. The logged chat of the snapped words is another
 agent's, and read there a reply's previous turn and repetition describe that agent
-(``docs/estimator.md``, whose earlier turns a target reply follows).
+(measured: ``studies/docs/estimator-history.md``, whose earlier turns a target reply follows).
 
 Ties: several contexts are often identical ("hi how are you"); samples are drawn uniformly
 among all contexts at least as similar as the k-th nearest, so ties do not favour whichever

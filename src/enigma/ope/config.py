@@ -116,7 +116,7 @@ class DiceConfig(BaseModel):
     # the dr value is a ratio of zeta-weighted sums whose denominator is the slot-0 mass: right
     # only where zeta meets the slot constraints up to a common scale (exact_nu does, to
     # constraint_tol; gradient descent-ascent stopped early does not, and a slot-0 mass near 0
-    # beside the others blows the value up: docs/estimator.md)
+    # beside the others blows the value up: studies/docs/estimator-history.md, nonlinear heads)
     dr_slot_tol: float = Field(0.1, gt=0, description="value dr: a run whose E_D[zeta | slot], over their mean, is outside 1 +- this for some slot is flagged not converged")
 
     # ---- sampling interval (exact_nu): the bootstrap over logged dialogues (enigma/ope/bootstrap.py)
@@ -191,7 +191,7 @@ class DiceConfig(BaseModel):
     # its sources, the conversation it was said in, and for any other reply the logged dialogue
     # (source, the default: without sources it is logged exactly, so results saved before the
     # setting stay valid); the logged dialogue's always (logged); or the target's own replies at
-    # the dialogue's earlier agent turns (own). Measured: docs/estimator.md
+    # the dialogue's earlier agent turns (own). Measured: studies/docs/estimator-history.md
     target_history: Literal["logged", "own", "source"] = "source"
     device: Literal["auto", "cpu", "cuda"] = "auto"
     # CPU threads for torch in the estimate command: the per-step ops are small, and on a busy
