@@ -2,6 +2,10 @@
 
     .venv/bin/python scripts/split_table.py reports/see2019/summary.json reports/see2019-ownchats/summary.json
     .venv/bin/python scripts/split_table.py reports/*/summary.json --out benchmarks/results/split_halves.md
+    .venv/bin/python scripts/split_table.py --wide reports/airline/summary.json reports/airline-seed1/summary.json
+
+``--wide`` puts several reports in one table (for docs/results.md): one row per estimator, ranked on
+the first report's test half, and each report's test and dev halves side by side.
 
 A report built since the split (``splits`` in its summary) is read as it is. One built before it
 is scored again by the report's own code: its per-agent estimates and truth (``agents``) go back
@@ -100,6 +104,30 @@ def readme_row(summary: dict, label: str, enigma: str = "enigma") -> str:
     return "| " + " | ".join(cells) + " |"
 
 
+def wide_table(summaries: list[dict], enigma: str = "enigma") -> str:
+    """Several reports in one table: a row per estimator (those of the first report in its test-half
+    order, then any the others add), for each report the test half's and the dev half's mean Pearson
+    [95% CI] (the dev column left out where a report's agents are all test); blank where a report
+    has no such estimator."""
+    order = [r["estimator"] for r in summaries[0]["split_ranking"]["test"]]
+    for s in summaries[1:]:
+        order += [r["estimator"] for r in s["split_ranking"]["test"] if r["estimator"] not in order]
+    head, cols = ["estimator"], []
+    for s in summaries:
+        for h in HALVES:
+            if s["splits"][h]:
+                head.append(f"{s['benchmark']}: {h} ({len(s['splits'][h])})")
+                cols.append((s, h))
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for name in order:
+        cells = [f"**{name}**" if name == enigma else name]
+        for s, h in cols:
+            e = s["estimators"].get(name)
+            cells.append("" if e is None else f"{_f(e['split'][h]['mean_pearson'])}{_ci(e['split'][h]['mean_pearson_ci95'])}")
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
 README_HEAD = ("| benchmark (agents: test / dev) | ENIGMA, test half [95% CI] | best other estimator, test half | "
                "ENIGMA − best other, test half (paired) | ENIGMA's rank, test half | dev half: ENIGMA / best other | "
                "all agents: ENIGMA, rank |\n|---|---|---|---|---|---|---|")
@@ -111,6 +139,7 @@ def main() -> None:
     ap.add_argument("--params", type=Path, default=Path("params.yaml"))
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--readme", action="store_true", help="one README table row per summary (label: the benchmark)")
+    ap.add_argument("--wide", action="store_true", help="one table for all the summaries: a row per estimator, each report's halves side by side")
     args = ap.parse_args()
     split_cfg = Params.load(args.params).report.split
     if args.readme:
@@ -118,6 +147,9 @@ def main() -> None:
         for p in args.summaries:
             s = rescored(read_summary(p), split_cfg)
             print(readme_row(s, s["benchmark"]))
+        return
+    if args.wide:
+        print(wide_table([rescored(read_summary(p), split_cfg) for p in args.summaries]), end="")
         return
     parts = ["# Test and dev halves of the committed reports", "",
              f"`scripts/split_table.py` (split: salt {split_cfg.salt}, test share {split_cfg.test_share}). "
