@@ -80,27 +80,19 @@ def table(summary: dict, enigma: str = "enigma") -> str:
 
 
 def readme_row(summary: dict, label: str, enigma: str = "enigma") -> str:
-    """One row of the README's results table: the test half first, the dev half and all agents beside it."""
+    """One row of the README's results table, on the test half: ENIGMA, the best other estimator
+    with ENIGMA's paired difference from it, and ENIGMA's rank (the dev half: docs/results.md)."""
     halves, ests = summary["splits"], summary["estimators"]
-    cells = [f"{label} ({len(halves['test'])} / {len(halves['dev'])})"]
-    for h in ("test", "dev"):
-        if not halves[h]:
-            cells += ["all test"] if h == "dev" else ["", "", "", ""]
-            continue
-        ranking = [r["estimator"] for r in summary["split_ranking"][h]]
-        pair = summary["split_comparison"][h].get("enigma_minus_best_other")
-        e = ests[enigma]["split"][h]
-        if h == "test":
-            o = ests[pair["other"]]["split"][h] if pair else None
-            cells += [f"{_f(e['mean_pearson'])}{_ci(e['mean_pearson_ci95'])}",
-                      f"{pair['other']} {_f(o['mean_pearson'])}{_ci(o['mean_pearson_ci95'])}" if pair else "",
-                      f"{pair['difference']:+.3f} [{pair['ci95'][0]:+.3f}, {pair['ci95'][1]:+.3f}]" if pair else "",
-                      f"{ranking.index(enigma) + 1} of {len(ranking)}"]
-        else:
-            o = ests[pair["other"]]["split"][h] if pair else None
-            cells += [f"{_f(e['mean_pearson'])} / {_f(o['mean_pearson']) if o else 'n/a'}"]
-    order = [r["estimator"] for r in summary["ranking"]]
-    cells.append(f"{_f(ests[enigma]['mean_pearson'])}, {order.index(enigma) + 1} of {len(order)}")
+    ranking = [r["estimator"] for r in summary["split_ranking"]["test"]]
+    pair = summary["split_comparison"]["test"].get("enigma_minus_best_other")
+    e = ests[enigma]["split"]["test"]
+    other = ""
+    if pair:
+        o = ests[pair["other"]]["split"]["test"]
+        other = (f"{pair['other']} {_f(o['mean_pearson'])}{_ci(o['mean_pearson_ci95'])}; ENIGMA − it "
+                 f"{pair['difference']:+.3f} [{pair['ci95'][0]:+.3f}, {pair['ci95'][1]:+.3f}]")
+    cells = [f"{label} ({len(halves['test'])})", f"{_f(e['mean_pearson'])}{_ci(e['mean_pearson_ci95'])}", other,
+             f"{ranking.index(enigma) + 1} of {len(ranking)}"]
     return "| " + " | ".join(cells) + " |"
 
 
@@ -128,9 +120,8 @@ def wide_table(summaries: list[dict], enigma: str = "enigma") -> str:
     return "\n".join(lines) + "\n"
 
 
-README_HEAD = ("| benchmark (agents: test / dev) | ENIGMA, test half [95% CI] | best other estimator, test half | "
-               "ENIGMA − best other, test half (paired) | ENIGMA's rank, test half | dev half: ENIGMA / best other | "
-               "all agents: ENIGMA, rank |\n|---|---|---|---|---|---|---|")
+README_HEAD = ("| benchmark (test agents) | ENIGMA [95% CI] | best other estimator [95% CI]; ENIGMA − it (paired) | "
+               "ENIGMA's rank |\n|---|---|---|---|")
 
 
 def main() -> None:
