@@ -239,3 +239,35 @@ def test_sampling_approximation_label_and_failed_samples_are_carried(store):
     table = loao.run_loao(store, [est], heldout.HeldOutSources(target_actions=sampled), agents=["agent4"], progress=False)
     assert json.loads(table["labels"].iloc[0]) == {"replies-at-logged-states": "target actions: approximation: retrieval stand-in"}
     assert json.loads(table["diagnostics"].iloc[0])["target_actions_failed"] == 1  # agent0-d0 is in the experience
+
+
+def test_a_rerun_writes_the_same_bytes_and_its_wall_time_beside_them(tmp_path, store):
+    """Two runs of the same inputs give result files with the same bytes (what DVC hashes), on
+    any machine: the wall time, which differs on every run, goes to a sidecar that DVC ignores
+    (.dvcignore) and comes back in ``read_results``' ``seconds`` column."""
+    from dvc.repo import Repo
+
+    from tests.conftest import REPO_ROOT
+
+    firsts, seconds = {}, []
+    for run in ("a", "b"):
+        out = tmp_path / run
+        loao.run_loao(store, [ExperienceMean()], _sources(store), results_dir=out, progress=False)
+        files = sorted(out.glob("*/*.json"))
+        assert files and all(json.loads(f.read_text())["rows"][0]["seconds"] is None for f in files)
+        firsts[run] = {f.relative_to(out): f.read_bytes() for f in files}
+        got = results.read_results(out)
+        assert got["seconds"].notna().all() and (got["seconds"] >= 0).all()
+        seconds.append(got["seconds"].tolist())
+    assert firsts["a"] == firsts["b"] and len(firsts["a"]) == 6
+    sidecars = sorted((tmp_path / "a").glob("*/*.seconds"))
+    assert len(sidecars) == 6
+    # the repository's .dvcignore keeps the sidecars out of a results folder's hash
+    with Repo(str(REPO_ROOT)) as repo:
+        ignore = repo.dvcignore
+        inside = REPO_ROOT / "data" / "any" / "results" / "enigma" / "a1.seconds"
+        assert ignore.is_ignored_file(str(inside)) and not ignore.is_ignored_file(str(inside.with_name("a1.json")))
+    # a failure leaves no wall time of an earlier success beside its file
+    path = sidecars[0].with_suffix(".json")
+    results.write_result(path, "failed", [{**r, "seconds": None} for r in json.loads(path.read_text())["rows"]])
+    assert not sidecars[0].exists()

@@ -3,9 +3,15 @@ and reads them back.
 
 A results directory holds one file per (estimator, agent), ``<estimator>/<agent>.json``
 (``{"fingerprint": ..., "rows": [...]}``, one row per rating, columns ``RESULT_COLUMNS``), and
-beside it the learning curve (``.curve.parquet``) and the artifacts (``.<name>.pt``, e.g. ENIGMA's
-trained heads). The JSON is written last and atomically, so it exists only when everything for
-it is on disk. A results table may also be a Parquet or CSV file with the same columns.
+beside it the learning curve (``.curve.parquet``), the artifacts (``.<name>.pt``, e.g. ENIGMA's
+trained heads) and the run's wall time (``.seconds``, a number as text). The JSON is written last and
+atomically, so it exists only when everything for it is on disk. A results table may also be a
+Parquet or CSV file with the same columns.
+
+The wall time is the one thing two runs of the same inputs never agree on, so it stays out of the
+result file: the file is then the same bytes on every machine that computes the same numbers, and
+DVC (which ignores ``*.seconds``: .dvcignore) sees a rerun from a fresh clone as unchanged.
+``read_results`` puts it back in the ``seconds`` column.
 """
 
 from __future__ import annotations
@@ -147,9 +153,21 @@ def result_rows(
     return rows
 
 
+def timing_path(path: Path) -> Path:
+    """The wall-time sidecar of result file ``path``."""
+    return path.with_suffix(".seconds")
+
+
 def write_result(path: Path, fingerprint: str, rows: list[dict[str, Any]], result: EstimateResult | None = None) -> None:
-    """The result file of one (estimator, agent) with its curve and artifacts beside it."""
+    """The result file of one (estimator, agent) with its curve, artifacts and wall time beside it."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    seconds = next((r.get("seconds") for r in rows if r.get("seconds") is not None), None)
+    rows = [{**r, "seconds": None} for r in rows]
+    timing = timing_path(path)
+    if seconds is not None:
+        _atomic_write(timing, repr(float(seconds)))
+    else:
+        timing.unlink(missing_ok=True)  # a failure leaves no time of an earlier run beside it
     if result is not None:
         estimator, agent_id = rows[0]["estimator"], rows[0]["agent_id"]
         curve = result.curve
@@ -176,7 +194,17 @@ def read_saved(path: Path, fingerprint: str) -> pd.DataFrame | None:
         return None  # a torn file from an interrupted run: recompute it
     if saved.get("fingerprint") != fingerprint:
         return None
-    return pd.DataFrame(saved["rows"], columns=RESULT_COLUMNS)
+    return pd.DataFrame(_with_seconds(saved["rows"], path), columns=RESULT_COLUMNS)
+
+
+def _with_seconds(rows: list[dict[str, Any]], path: Path) -> list[dict[str, Any]]:
+    """``rows`` with the wall time of their sidecar (a result file written before the sidecar
+    existed keeps its own ``seconds``; a missing or unreadable sidecar leaves it null)."""
+    try:
+        seconds = float(timing_path(path).read_text())
+    except (OSError, ValueError):
+        return rows
+    return [{**r, "seconds": seconds} if r.get("seconds") is None else r for r in rows]
 
 
 def record_failure(
@@ -215,7 +243,7 @@ def read_results(path: str | Path) -> pd.DataFrame:
                     raise TypeError("'rows' is not a list of objects")
             except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError) as exc:
                 raise EvaluationError(f"{f}: not a result file written by the leave-one-agent-out runner ({exc})") from exc
-            rows += got
+            rows += _with_seconds(got, f)
         # one frame from every row (not a concat of per-file frames, whose all-null columns
         # pandas is deprecating to type differently)
         return check_results(pd.DataFrame(rows, columns=RESULT_COLUMNS), str(path))
