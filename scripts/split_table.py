@@ -124,20 +124,52 @@ README_HEAD = ("| benchmark (test agents) | ENIGMA [95% CI] | best other estimat
                "ENIGMA's rank |\n|---|---|---|---|")
 
 
+def halves_row(summary: dict, label: str, enigma: str = "enigma") -> str:
+    """One row of docs/results.md's table: the test half first, the dev half and all agents beside it."""
+    halves, ests = summary["splits"], summary["estimators"]
+    cells = [f"{label} ({len(halves['test'])} / {len(halves['dev'])})"]
+    for h in ("test", "dev"):
+        if not halves[h]:
+            cells += ["all test"] if h == "dev" else ["", "", "", ""]
+            continue
+        ranking = [r["estimator"] for r in summary["split_ranking"][h]]
+        pair = summary["split_comparison"][h].get("enigma_minus_best_other")
+        e = ests[enigma]["split"][h]
+        if h == "test":
+            o = ests[pair["other"]]["split"][h] if pair else None
+            cells += [f"{_f(e['mean_pearson'])}{_ci(e['mean_pearson_ci95'])}",
+                      f"{pair['other']} {_f(o['mean_pearson'])}{_ci(o['mean_pearson_ci95'])}" if pair else "",
+                      f"{pair['difference']:+.3f} [{pair['ci95'][0]:+.3f}, {pair['ci95'][1]:+.3f}]" if pair else "",
+                      f"{ranking.index(enigma) + 1} of {len(ranking)}"]
+        else:
+            o = ests[pair["other"]]["split"][h] if pair else None
+            cells += [f"{_f(e['mean_pearson'])} / {_f(o['mean_pearson']) if o else 'n/a'}"]
+    order = [r["estimator"] for r in summary["ranking"]]
+    cells.append(f"{_f(ests[enigma]['mean_pearson'])}, {order.index(enigma) + 1} of {len(order)}")
+    return "| " + " | ".join(cells) + " |"
+
+
+HALVES_HEAD = ("| benchmark (agents: test / dev) | ENIGMA, test half [95% CI] | best other estimator, test half | "
+               "ENIGMA − best other, test half (paired) | ENIGMA's rank, test half | dev half: ENIGMA / best other | "
+               "all agents: ENIGMA, rank |\n|---|---|---|---|---|---|---|")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("summaries", nargs="+", type=Path)
     ap.add_argument("--params", type=Path, default=Path("params.yaml"))
     ap.add_argument("--out", type=Path, default=None)
-    ap.add_argument("--readme", action="store_true", help="one README table row per summary (label: the benchmark)")
+    ap.add_argument("--readme", action="store_true", help="the README's table: one test-half row per summary")
+    ap.add_argument("--halves", action="store_true", help="docs/results.md's table: test half, dev half and all agents per summary")
     ap.add_argument("--wide", action="store_true", help="one table for all the summaries: a row per estimator, each report's halves side by side")
     args = ap.parse_args()
     split_cfg = Params.load(args.params).report.split
-    if args.readme:
-        print(README_HEAD)
+    if args.readme or args.halves:
+        head, row = (README_HEAD, readme_row) if args.readme else (HALVES_HEAD, halves_row)
+        print(head)
         for p in args.summaries:
             s = rescored(read_summary(p), split_cfg)
-            print(readme_row(s, s["benchmark"]))
+            print(row(s, s["benchmark"]))
         return
     if args.wide:
         print(wide_table([rescored(read_summary(p), split_cfg) for p in args.summaries]), end="")
