@@ -37,7 +37,7 @@ def evaluate(benchmark: str = "airline", params_path: str = str(DEFAULT_PARAMS),
              full: bool = False) -> dict[str, Any]:
     """The benchmark's main run (``full``: its full_estimators as well, and the full report)."""
     from enigma.contracts import Regime
-    from enigma.estimators import build_estimator
+    from enigma.estimators import benchmark_estimator
     from enigma.pipeline.store import heldout_agents
 
     logger = get_run_logger()
@@ -56,7 +56,7 @@ def evaluate(benchmark: str = "airline", params_path: str = str(DEFAULT_PARAMS),
         logger.info("experience only (not held out: no rollouts to act them): %s", ", ".join(left_out))
 
     runs = [(name, False) for name in b.estimators()] + ([(name, True) for name in b.estimators(full=True)] if full else [])
-    needs_targets = any(Regime.REPLIES_AT_LOGGED_STATES in build_estimator(n, params).regimes for n, _ in runs)
+    needs_targets = any(Regime.REPLIES_AT_LOGGED_STATES in benchmark_estimator(b, n, params).regimes for n, _ in runs)
     sampler = sample_agent.with_options(**retry)
     targets = {a: sampler.submit(b, params, a, store_digest) if needs_targets else None for a in agents}
     futures = [

@@ -16,11 +16,12 @@ def estimate_heldout(b, params, estimator: str, agent_id: str, targets: Any, sto
     """One (estimator, held-out agent) result of a benchmark: its rows (one per rating); the
     result file lands in the benchmark's results folder. The digests key the cache; the result
     file's own fingerprint then decides whether anything is recomputed."""
+    from enigma.estimators import benchmark_estimator
     from enigma.pipeline.train import estimate_agent
     from enigma.store.experience import ExperienceStore
 
     rollouts = ExperienceStore.open(b.rollouts) if b.rollouts is not None else None
-    return estimate_agent(b, b.build_estimator(estimator, params), agent_id, targets, ExperienceStore.open(b.store),
+    return estimate_agent(b, benchmark_estimator(b, estimator, params), agent_id, targets, ExperienceStore.open(b.store),
                           rollouts, b.results_dir(full))
 
 

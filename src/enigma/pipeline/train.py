@@ -60,6 +60,7 @@ def train_estimator(b: Benchmark, params: Params, name: str, full: bool = False,
     run) is written as the agent's result, so the report lists it and the next run retries it."""
     from tqdm.auto import tqdm
 
+    from enigma.estimators import benchmark_estimator
     from enigma.evaluation.results import record_failure
     from enigma.store.experience import ExperienceStore
 
@@ -69,7 +70,7 @@ def train_estimator(b: Benchmark, params: Params, name: str, full: bool = False,
     agents = agents[index::count]
     rollouts = ExperienceStore.open(b.rollouts) if b.rollouts is not None else None
     results_dir = results_dir or b.results_dir(full)
-    est = b.build_estimator(name, params)
+    est = benchmark_estimator(b, name, params)
     needs = Regime.REPLIES_AT_LOGGED_STATES in est.regimes
     failures = 0
     for a in tqdm(agents, desc=f"{b.name}: {est.name}", unit="agent", disable=not progress):
@@ -110,13 +111,13 @@ def train(b: Benchmark, params: Params, full: bool = False, progress: bool = Fal
     from concurrent.futures import ProcessPoolExecutor
 
     from enigma.encoders.knowledge import load_knowledge
-    from enigma.estimators import uses_embedding_cache
+    from enigma.estimators import benchmark_estimator, uses_embedding_cache
 
     names = b.estimators(full)
     if b.config.knowledge is not None:
         # ENIGMA loads it per held-out agent: a base that cannot load is one error before any work
         load_knowledge(b.config.knowledge, f"benchmarks.{b.name}.knowledge")
-    built = [b.build_estimator(n, params) for n in names]  # cheap: models load on first use
+    built = [benchmark_estimator(b, n, params) for n in names]  # cheap: models load on first use
     for est in built:
         if Regime.OWN_ROLLOUTS in est.regimes and b.rollouts is None:
             raise ValueError(f"benchmarks.{b.name}: {est.name} needs the agents' rollouts, but the benchmark has none "
