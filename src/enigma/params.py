@@ -20,15 +20,14 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
-from enigma.agents import unsourced_stand_in
-from enigma.agents.config import ServeSettings
+# Only the sections' config modules: nothing that runs a stage (tests/test_layers.py checks it)
+from enigma.agents.config import ServeSettings, unsourced_stand_in
 from enigma.comparators.config import ComparatorsConfig
-from enigma.encoders.config import EncodeConfig
-from enigma.encoders.knowledge import STAND_IN_REFUSAL
+from enigma.encoders.config import STAND_IN_REFUSAL, EncodeConfig
 from enigma.evaluation.config import ReportConfig
 from enigma.pipeline.config import Benchmark, BenchmarkConfig, NightlyConfig, PipelineConfig
 from enigma.sampling.config import SampleConfig
-from enigma.sim.generate import SimulateConfig
+from enigma.sim.config import SimulateConfig
 from enigma.store.config import IngestConfig
 from enigma.tracking.config import TrackingConfig
 
@@ -183,7 +182,8 @@ class Params(BaseModel):
 
     @model_validator(mode="after")
     def _check_knowledge_with_stand_ins(self) -> "Params":
-        # whether a stand-in records its sources is the sample section's, so the check is here
+        # whether a stand-in records its sources is the sample section's, so the check is here, across
+        # the sections; the rule itself is the agent settings' (enigma.agents.config)
         for name, b in self.benchmarks.items():
             if b.knowledge is not None and unsourced_stand_in(b.agent_spec, self.sample.agents):
                 raise ValueError(f"benchmarks.{name}: knowledge {b.knowledge!r} with agent_spec {b.agent_spec!r}: "

@@ -16,8 +16,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from enigma.encoders.knowledge import KNOWLEDGE_SPEC
-from enigma.rollouts.learned_customer import LearnedCustomerConfig
+from enigma.encoders.config import KNOWLEDGE_SPEC
+from enigma.rollouts.config import LearnedCustomerConfig
 
 
 class SourceConfig(BaseModel):
