@@ -113,17 +113,6 @@ def test_an_estimator_built_for_a_benchmark_reads_its_knowledge_base():
     assert benchmark_estimator(airline, "experience-mean", params).name == "experience-mean"
 
 
-def test_params_of_the_earlier_shape_say_where_things_went(tmp_path):
-    p = tmp_path / "params.yaml"
-    for text, says in (("dice: {steps: 5}\n", "estimators.<name>.dice"),
-                       ("dice_gda: {lr: 0.5}\n", "estimators.enigma-gda"),
-                       ("pipeline: {benchmarks: {}}\n", "top-level section 'benchmarks'"),
-                       ("simulate: {progress: false}\n", "--progress/--no-progress")):
-        p.write_text(text)
-        with pytest.raises(ParamsError, match=f"(?s){says.replace('.', '[.]').replace('<', '.').replace('>', '.')}"):
-            Params.load(p)
-
-
 def test_the_repository_params_load():
     params = Params.load(REPO_ROOT / "params.yaml")
     assert {"airline", "airline-seed1", "see2019"} <= set(params.benchmarks)

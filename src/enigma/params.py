@@ -33,13 +33,6 @@ from enigma.tracking.config import TrackingConfig
 
 DEFAULT_PARAMS = Path("params.yaml")
 
-# Sections of earlier params files, and where their keys went.
-MOVED = {
-    "dice": "estimators.<name>.dice (e.g. estimators.enigma.dice)",
-    "dice_gda": "estimators.enigma-gda (base: enigma, with its own dice settings)",
-    "evaluate": "nowhere (nothing read it); the benchmarks' results folders are data/<benchmark>/results",
-}
-
 
 class ParamsError(Exception):
     """params.yaml is missing, malformed or has a bad value; the message names the file and the
@@ -209,17 +202,6 @@ class Params(BaseModel):
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], source: str | Path = "params") -> "Params":
-        moved = sorted(set(data) & set(MOVED))
-        if moved:
-            raise ParamsError(f"{source}: section '{moved[0]}' is from an earlier params.yaml: its keys are now in {MOVED[moved[0]]}")
-        if isinstance(data.get("pipeline"), dict) and "benchmarks" in data["pipeline"]:
-            raise ParamsError(f"{source}: pipeline.benchmarks is from an earlier params.yaml: benchmarks are the top-level "
-                              "section 'benchmarks' now (their paths follow from their names)")
-        for where, section in (("ingest", data.get("ingest")), ("simulate", data.get("simulate")),
-                               ("encode.cache", (data.get("encode") or {}).get("cache"))):
-            if isinstance(section, dict) and "progress" in section:
-                raise ParamsError(f"{source}: {where}.progress: progress bars are not a parameter (a change would rerun "
-                                  "the stages that depend on the section); use the commands' --progress/--no-progress")
         try:
             return cls.model_validate(data)
         except ValidationError as exc:
