@@ -23,6 +23,7 @@ import enigma  # noqa: F401  (offline environment before Prefect loads)
 from prefect import flow, get_run_logger
 
 from enigma.params import DEFAULT_PARAMS, Params
+from enigma.pipeline.train import EstimateFailed, failures_message
 from flows.runners import make_task_runner
 from tasks._common import digest
 from tasks.estimate import estimate_heldout
@@ -37,7 +38,7 @@ def evaluate(benchmark: str = "airline", params_path: str = str(DEFAULT_PARAMS),
              full: bool = False) -> dict[str, Any]:
     """The benchmark's main run (``full``: its full_estimators as well, and the full report)."""
     from enigma.contracts import Regime
-    from enigma.estimators import build_estimator
+    from enigma.estimators import benchmark_estimator
     from enigma.pipeline.store import heldout_agents
 
     logger = get_run_logger()
@@ -56,7 +57,7 @@ def evaluate(benchmark: str = "airline", params_path: str = str(DEFAULT_PARAMS),
         logger.info("experience only (not held out: no rollouts to act them): %s", ", ".join(left_out))
 
     runs = [(name, False) for name in b.estimators()] + ([(name, True) for name in b.estimators(full=True)] if full else [])
-    needs_targets = any(Regime.REPLIES_AT_LOGGED_STATES in build_estimator(n, params).regimes for n, _ in runs)
+    needs_targets = any(Regime.REPLIES_AT_LOGGED_STATES in benchmark_estimator(b, n, params).regimes for n, _ in runs)
     sampler = sample_agent.with_options(**retry)
     targets = {a: sampler.submit(b, params, a, store_digest) if needs_targets else None for a in agents}
     futures = [
@@ -64,14 +65,23 @@ def evaluate(benchmark: str = "airline", params_path: str = str(DEFAULT_PARAMS),
         for name, in_full in runs
         for a in agents
     ]
+    # The train stage's rule: a failed estimate is the agent's result (written by the task), the
+    # run goes on and says how many failed; any other error (a missing input) stops it.
+    failures = 0
     for f in futures:
-        f.result()  # a failed estimate fails the run (the DVC train stage records it instead)
+        try:
+            f.result()
+        except EstimateFailed as exc:
+            failures += 1
+            logger.warning("%s", exc)
+    if failures:
+        logger.warning(failures_message(failures))
 
     summary = report_task(b, params, full)
     tracked = track_task(b, params, summary, full) if track else {}
     logger.info("report: %s", summary.get("report_html"))
     return {"summary_json": summary.get("summary_json"), "report_html": summary.get("report_html"),
-            "headline": summary.get("headline"), "mlflow": tracked}
+            "headline": summary.get("headline"), "mlflow": tracked, "failures": failures}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -87,7 +97,9 @@ def main(argv: list[str] | None = None) -> int:
     flow_ = evaluate.with_options(task_runner=make_task_runner(Params.load(a.params).pipeline, a.runner))
     out = flow_(a.benchmark, a.params, track=not a.no_track, full=a.full)
     print(f"report: {out['report_html']}\nsummary: {out['summary_json']}\n{out['headline']}")
-    return 0
+    if out["failures"]:
+        print(failures_message(out["failures"]))
+    return 0  # as `enigma stage train`: failed runs are results the report lists, not a failed command
 
 
 if __name__ == "__main__":

@@ -29,7 +29,7 @@ from prefect.states import Failed
 
 from enigma.agents import unsourced_stand_in
 from enigma.agents.registry import RegisteredAgent, SeenAgents, read_registry
-from enigma.encoders.knowledge import STAND_IN_REFUSAL
+from enigma.encoders.config import STAND_IN_REFUSAL
 from enigma.evaluation import calibration as calib
 from enigma.params import DEFAULT_PARAMS, Params
 from enigma.pipeline.config import NightlyConfig

@@ -96,29 +96,21 @@ def test_a_benchmarks_knowledge_base_applies_where_no_entry_of_the_chain_sets_on
 
 def test_an_estimator_built_for_a_benchmark_reads_its_knowledge_base():
     """What the train stage, the Prefect task and the cost benchmarks run: the repository's
-    benchmarks, through Benchmark.build_estimator."""
+    benchmarks, through enigma.estimators.benchmark_estimator."""
+    from enigma.estimators import benchmark_estimator
+
     params = Params.load(REPO_ROOT / "params.yaml")
     for name in ("airline", "airline-seed1", "see2019"):
         b = params.benchmark(name)
-        assert b.build_estimator("enigma", params).config.knowledge == params.benchmarks[name].knowledge
+        assert benchmark_estimator(b, "enigma", params).config.knowledge == params.benchmarks[name].knowledge
     # no benchmark's headline reads a knowledge base (issue 58): the simulator's is a labelled study row
     assert all(b.knowledge is None for b in params.benchmarks.values())
     # a studied row keeps its own choice, and a comparator is built as it is anywhere
-    assert params.benchmark("airline").build_estimator("enigma-without-knowledge", params).config.knowledge is None
-    assert (params.benchmark("airline").build_estimator("enigma-simulator-knowledge", params).config.knowledge
+    airline = params.benchmark("airline")
+    assert benchmark_estimator(airline, "enigma-without-knowledge", params).config.knowledge is None
+    assert (benchmark_estimator(airline, "enigma-simulator-knowledge", params).config.knowledge
             == "python:enigma.sim.knowledge:airline_checked_every_turn")
-    assert params.benchmark("airline").build_estimator("experience-mean", params).name == "experience-mean"
-
-
-def test_params_of_the_earlier_shape_say_where_things_went(tmp_path):
-    p = tmp_path / "params.yaml"
-    for text, says in (("dice: {steps: 5}\n", "estimators.<name>.dice"),
-                       ("dice_gda: {lr: 0.5}\n", "estimators.enigma-gda"),
-                       ("pipeline: {benchmarks: {}}\n", "top-level section 'benchmarks'"),
-                       ("simulate: {progress: false}\n", "--progress/--no-progress")):
-        p.write_text(text)
-        with pytest.raises(ParamsError, match=f"(?s){says.replace('.', '[.]').replace('<', '.').replace('>', '.')}"):
-            Params.load(p)
+    assert benchmark_estimator(airline, "experience-mean", params).name == "experience-mean"
 
 
 def test_the_repository_params_load():

@@ -20,26 +20,18 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
-from enigma.agents import unsourced_stand_in
-from enigma.agents.config import ServeSettings
+# Only the sections' config modules: nothing that runs a stage (tests/test_layers.py checks it)
+from enigma.agents.config import ServeSettings, unsourced_stand_in
 from enigma.comparators.config import ComparatorsConfig
-from enigma.encoders.config import EncodeConfig
-from enigma.encoders.knowledge import STAND_IN_REFUSAL
+from enigma.encoders.config import STAND_IN_REFUSAL, EncodeConfig
 from enigma.evaluation.config import ReportConfig
 from enigma.pipeline.config import Benchmark, BenchmarkConfig, NightlyConfig, PipelineConfig
 from enigma.sampling.config import SampleConfig
-from enigma.sim.generate import SimulateConfig
+from enigma.sim.config import SimulateConfig
 from enigma.store.config import IngestConfig
 from enigma.tracking.config import TrackingConfig
 
 DEFAULT_PARAMS = Path("params.yaml")
-
-# Sections of earlier params files, and where their keys went.
-MOVED = {
-    "dice": "estimators.<name>.dice (e.g. estimators.enigma.dice)",
-    "dice_gda": "estimators.enigma-gda (base: enigma, with its own dice settings)",
-    "evaluate": "nowhere (nothing read it); the benchmarks' results folders are data/<benchmark>/results",
-}
 
 
 class ParamsError(Exception):
@@ -183,7 +175,8 @@ class Params(BaseModel):
 
     @model_validator(mode="after")
     def _check_knowledge_with_stand_ins(self) -> "Params":
-        # whether a stand-in records its sources is the sample section's, so the check is here
+        # whether a stand-in records its sources is the sample section's, so the check is here, across
+        # the sections; the rule itself is the agent settings' (enigma.agents.config)
         for name, b in self.benchmarks.items():
             if b.knowledge is not None and unsourced_stand_in(b.agent_spec, self.sample.agents):
                 raise ValueError(f"benchmarks.{name}: knowledge {b.knowledge!r} with agent_spec {b.agent_spec!r}: "
@@ -209,17 +202,6 @@ class Params(BaseModel):
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], source: str | Path = "params") -> "Params":
-        moved = sorted(set(data) & set(MOVED))
-        if moved:
-            raise ParamsError(f"{source}: section '{moved[0]}' is from an earlier params.yaml: its keys are now in {MOVED[moved[0]]}")
-        if isinstance(data.get("pipeline"), dict) and "benchmarks" in data["pipeline"]:
-            raise ParamsError(f"{source}: pipeline.benchmarks is from an earlier params.yaml: benchmarks are the top-level "
-                              "section 'benchmarks' now (their paths follow from their names)")
-        for where, section in (("ingest", data.get("ingest")), ("simulate", data.get("simulate")),
-                               ("encode.cache", (data.get("encode") or {}).get("cache"))):
-            if isinstance(section, dict) and "progress" in section:
-                raise ParamsError(f"{source}: {where}.progress: progress bars are not a parameter (a change would rerun "
-                                  "the stages that depend on the section); use the commands' --progress/--no-progress")
         try:
             return cls.model_validate(data)
         except ValidationError as exc:

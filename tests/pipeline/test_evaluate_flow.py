@@ -107,3 +107,45 @@ def test_evaluate_makes_learned_customer_rollouts_for_the_own_rollout_estimators
     assert ExperienceStore.open(workspace["data"] / "rollouts").dialogues.num_rows == 15  # 3 per agent
     s = json.loads(Path(out["summary_json"]).read_text())
     assert s["estimators"]["reply-length[own-rollouts]"]["regime"] == ["own-rollouts"] and s["n_agents"] == 5
+
+
+# slow: two Prefect flow runs and the train stage (comparators only: about 20-40 s)
+@pytest.mark.slow
+def test_a_failed_estimate_is_the_agents_result_in_the_flow_as_in_the_train_stage(workspace, capsys):
+    """One rule for a failed (estimator, agent) run, wherever it runs: the failure is written as
+    the agent's result, the run goes on and says how many failed, the report lists it, the
+    command exits 0, and the next run retries it. The flow and ``enigma stage train`` (dvc.yaml's
+    train stage) write the same result file for it."""
+    from typer.testing import CliRunner
+
+    from enigma.cli import app
+    from enigma.evaluation.results import result_path
+
+    workspace["cfg"]["benchmarks"]["tiny"]["estimators"] = [REPLY_LENGTH_SPEC, "python:tests.pipeline.pipeline_agents:FailsOnA2"]
+    write_params(workspace)
+    results = workspace["data"] / "results"
+    said = "1 (estimator, agent) run(s) failed; the report lists them; the next run retries them"
+
+    assert main(["tiny", "--params", workspace["params"], "--no-track"]) == 0
+    assert said in capsys.readouterr().out
+    summary = json.loads((workspace["report"] / "summary.json").read_text())
+    assert summary["errors"] == [{"estimator": "fails-on-a2", "agent_id": "a2", "error": "RuntimeError: diverged at step 400"}]
+    assert summary["n_agents"] == 5 and summary["estimators"][REPLY_LENGTH]["reward"]["pearson"] > 0.9
+    failed = result_path(results, "fails-on-a2", "a2")
+    by_flow = failed.read_text()
+    assert json.loads(by_flow)["rows"][0]["error"] == "RuntimeError: diverged at step 400"
+
+    # the next flow run retries the failure (a failed task leaves nothing in Prefect's cache) and
+    # reuses the rest
+    done = {f: f.stat().st_mtime_ns for f in results.glob("*/*.json") if f != failed}
+    assert len(done) == 9  # 2 estimators x 5 agents, less the failure
+    failed.unlink()
+    out = evaluate.with_options(task_runner=_runner(workspace))("tiny", workspace["params"], track=False)
+    assert out["failures"] == 1 and failed.read_text() == by_flow
+    assert {f: f.stat().st_mtime_ns for f in done} == done
+
+    # the train stage: the same file, the same count, the same exit code
+    failed.unlink()
+    r = CliRunner().invoke(app, ["stage", "train", "tiny", "--params", workspace["params"], "--no-progress"])
+    assert r.exit_code == 0 and said in r.output, r.output
+    assert failed.read_text() == by_flow

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import shutil
-from pathlib import Path
 
 from typer.testing import CliRunner
 
@@ -70,10 +69,6 @@ def test_stage_errors_are_one_line(workspace):
     write_params(workspace)
     r = stage(workspace, "train", "tiny")
     assert r.exit_code == 2 and "reply-length[own-rollouts] needs the agents' rollouts" in r.output
-    # a params.yaml of the earlier shape says where its sections went
-    Path(workspace["params"]).write_text("dice:\n  steps: 5\n")
-    r = stage(workspace, "train", "tiny")
-    assert r.exit_code == 2 and "section 'dice' is from an earlier params.yaml" in r.output
 
 
 def test_learned_customer_rollouts_feed_the_own_rollout_estimators_and_full_adds_the_slow_ones(workspace):

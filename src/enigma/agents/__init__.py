@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from enigma.agents.config import AgentSettings
+from enigma.agents.config import APPROXIMATION_LABEL, AgentSettings, is_retrieval_stand_in, unsourced_stand_in
 from enigma.agents.errors import AgentCallError, AgentSpecError
 from enigma.agents.fingerprint import agent_fingerprint, digest, state_hash
 from enigma.agents.spec import KINDS, AgentSpec, parse_spec
@@ -30,25 +30,6 @@ __all__ = [
     "parse_spec",
     "state_hash",
 ]
-
-# Labels shown wherever a kind's results appear (reports, MLflow tags, sampling output).
-APPROXIMATION_LABEL = {
-    "transcripts": "approximation: retrieval stand-in built from the agent's own transcripts",
-    "transcripts-onsupport": "approximation: retrieval stand-in snapped to the nearest logged reply",
-}
-
-
-def is_retrieval_stand_in(spec: str) -> bool:
-    """Whether the spec's agent answers with replies retrieved from other conversations (its
-    kind is one of ``APPROXIMATION_LABEL``'s), read off the kind alone so that it never raises."""
-    return spec.partition(":")[0] in APPROXIMATION_LABEL
-
-
-def unsourced_stand_in(spec: str, settings: AgentSettings) -> bool:
-    """Whether the spec's agent is a retrieval stand-in that does not say where its replies were
-    said (``transcripts.sources`` off): a knowledge base would judge such replies against
-    customers they never answered (``enigma.encoders.knowledge.STAND_IN_REFUSAL``)."""
-    return is_retrieval_stand_in(spec) and not settings.transcripts.sources
 
 
 def unsourced_stand_in_table(path: str | Path) -> str | None:

@@ -1,5 +1,6 @@
 """Typed settings for the agent kinds (under ``sample.agents`` in params.yaml) and for
-``enigma serve`` (section ``serve``)."""
+``enigma serve`` (section ``serve``), and which specs are retrieval stand-ins: a rule of the
+settings alone, which params.yaml's check of a benchmark's knowledge base reads."""
 
 from __future__ import annotations
 
@@ -76,3 +77,23 @@ class ServeSettings(_Strict):
     # Agent calls running at once. A call past its timeout cannot be stopped (it is a Python
     # thread); it keeps its slot until it returns, so hung calls never pile up threads.
     max_concurrent_calls: int = Field(8, ge=1)
+
+
+# Labels shown wherever a kind's results appear (reports, MLflow tags, sampling output).
+APPROXIMATION_LABEL = {
+    "transcripts": "approximation: retrieval stand-in built from the agent's own transcripts",
+    "transcripts-onsupport": "approximation: retrieval stand-in snapped to the nearest logged reply",
+}
+
+
+def is_retrieval_stand_in(spec: str) -> bool:
+    """Whether the spec's agent answers with replies retrieved from other conversations (its
+    kind is one of ``APPROXIMATION_LABEL``'s), read off the kind alone so that it never raises."""
+    return spec.partition(":")[0] in APPROXIMATION_LABEL
+
+
+def unsourced_stand_in(spec: str, settings: AgentSettings) -> bool:
+    """Whether the spec's agent is a retrieval stand-in that does not say where its replies were
+    said (``transcripts.sources`` off): a knowledge base would judge such replies against
+    customers they never answered (``enigma.encoders.config.STAND_IN_REFUSAL``)."""
+    return is_retrieval_stand_in(spec) and not settings.transcripts.sources

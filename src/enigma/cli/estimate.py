@@ -116,7 +116,7 @@ def run_estimate(
     cfg = dice_config("enigma", p)
     if cfg.knowledge is not None:
         from enigma.agents import unsourced_stand_in, unsourced_stand_in_table
-        from enigma.encoders.knowledge import STAND_IN_REFUSAL
+        from enigma.encoders.config import STAND_IN_REFUSAL
 
         stand_ins = [f"--target {n}={spec}" for n, spec in sorted(targets.items()) if unsourced_stand_in(spec, p.sample.agents)]
         # a file of replies sampled before: its metadata names the agent that sampled them

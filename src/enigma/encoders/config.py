@@ -12,6 +12,16 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+# How a setting names a knowledge base (dice.knowledge, benchmarks.<b>.knowledge, nightly.knowledge):
+# enigma.encoders.knowledge.load_knowledge loads it. Here, with the settings, so that a section
+# checks the pattern without importing the knowledge code.
+KNOWLEDGE_SPEC = r"^python:[\w.]+:\w+$"
+# Why no base may judge the replies of a stand-in that does not record their sources
+# (enigma.agents.config.unsourced_stand_in), in every place that refuses the pair
+# (benchmarks/results/standin_cost_airline.md, standin_sources_airline.md)
+STAND_IN_REFUSAL = ("a retrieval stand-in's replies come from other conversations, so a knowledge base would judge "
+                    "them against dialogues they were not said in (on airline it cost ENIGMA 0.126 of mean Pearson), "
+                    "unless the stand-in records where each reply was said (sample.agents.transcripts.sources: true)")
 
 
 class CacheConfig(BaseModel):

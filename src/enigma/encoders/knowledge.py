@@ -46,14 +46,6 @@ KNOWLEDGE_MEASURES = ("names_known", "facts_unsaid", "contradicted")
 KNOWLEDGE_DIM = len(KNOWLEDGE_MEASURES)
 REQUEST_CHECK_MEASURE = "unrequested"
 USER_CHECK_MEASURE = "refuted"
-# How a setting names a knowledge base (dice.knowledge, benchmarks.<b>.knowledge): load_knowledge
-KNOWLEDGE_SPEC = r"^python:[\w.]+:\w+$"
-# Why no base may judge the replies of a stand-in that does not record their sources
-# (enigma.agents.unsourced_stand_in), in every place that refuses the pair
-# (benchmarks/results/standin_cost_airline.md, standin_sources_airline.md)
-STAND_IN_REFUSAL = ("a retrieval stand-in's replies come from other conversations, so a knowledge base would judge "
-                    "them against dialogues they were not said in (on airline it cost ENIGMA 0.126 of mean Pearson), "
-                    "unless the stand-in records where each reply was said (sample.agents.transcripts.sources: true)")
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,16 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from enigma.evaluation.split import SplitConfig
+
+class SplitConfig(BaseModel):
+    """``report.split`` of params.yaml."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    salt: str = Field("enigma-split-1", min_length=1)
+    test_share: float = Field(0.5, gt=0.0, lt=1.0)
+    # benchmarks built after the defaults were frozen, never used to choose: every agent is test
+    test_only: list[str] = []
 
 
 class ReportConfig(BaseModel):

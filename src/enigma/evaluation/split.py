@@ -18,20 +18,9 @@ from __future__ import annotations
 import hashlib
 from typing import Iterable
 
-from pydantic import BaseModel, ConfigDict, Field
+from enigma.evaluation.config import SplitConfig
 
 HALVES = ("test", "dev")  # the order in which reports show them
-
-
-class SplitConfig(BaseModel):
-    """``report.split`` of params.yaml."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    salt: str = Field("enigma-split-1", min_length=1)
-    test_share: float = Field(0.5, gt=0.0, lt=1.0)
-    # benchmarks built after the defaults were frozen, never used to choose: every agent is test
-    test_only: list[str] = []
 
 
 def _key(agent_id: str, salt: str) -> bytes:

@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from enigma.encoders.knowledge import KNOWLEDGE_SPEC
+from enigma.encoders.config import KNOWLEDGE_SPEC
 
 
 # settings that change nothing while interval_resamples is 0: left out of a fingerprint then

@@ -12,16 +12,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from enigma.encoders.knowledge import KNOWLEDGE_SPEC
-from enigma.rollouts.learned_customer import LearnedCustomerConfig
-
-if TYPE_CHECKING:
-    from enigma.contracts import Estimator
-    from enigma.params import Params
+from enigma.encoders.config import KNOWLEDGE_SPEC
+from enigma.rollouts.config import LearnedCustomerConfig
 
 
 class SourceConfig(BaseModel):
@@ -134,15 +130,6 @@ class Benchmark:
 
     def estimators(self, full: bool = False) -> list[str]:
         return list(self.config.full_estimators if full else self.config.estimators)
-
-    def build_estimator(self, name: str, params: Params, *, progress: bool = False) -> Estimator:
-        """Estimator ``name`` as this benchmark runs it: its ENIGMA entries read the benchmark's
-        knowledge base (``enigma.estimators.dice_config``). Every caller that runs an estimator
-        on a benchmark goes through here, so none can forget the base and measure another
-        estimator than the reports'."""
-        from enigma.estimators import build_estimator
-
-        return build_estimator(name, params, knowledge=self.config.knowledge, progress=progress)
 
     def agent_spec(self, agent_id: str) -> str:
         spec = self.config.agent_spec.replace("{agent}", agent_id)

@@ -52,6 +52,39 @@ def estimate_agent(b: Benchmark, est, agent_id: str, targets, store, rollouts, r
     return rows.to_dict(orient="records")
 
 
+class EstimateFailed(Exception):
+    """An (estimator, held-out agent) run failed and its failure was written as the agent's
+    result (``run_agent``); raised by the Prefect task so that the flow counts it, as the train
+    stage does, and so that Prefect caches no result for it (the next run retries it). Its
+    arguments are strings, so it pickles (a Dask worker sends it back to the flow)."""
+
+    def __init__(self, estimator: str, agent_id: str, error: str):
+        super().__init__(estimator, agent_id, error)
+        self.estimator, self.agent_id, self.error = estimator, agent_id, error
+
+    @classmethod
+    def of(cls, estimator: str, agent_id: str, exc: BaseException) -> "EstimateFailed":
+        return cls(estimator, agent_id, f"{type(exc).__name__}: {str(exc)[:300]}")
+
+    def __str__(self) -> str:
+        return f"{self.estimator} / {self.agent_id}: FAILED ({self.error})"
+
+
+def run_agent(b: Benchmark, est, agent_id: str, targets, store, rollouts,
+              results_dir) -> tuple[list[dict[str, Any]], BaseException | None]:
+    """One (estimator, held-out agent) run as the train stage and the evaluate flow both make it:
+    its result file, or, where the estimate fails (e.g. a diverged run), the failure written as
+    the agent's result (``record_failure``), so that the report lists it and the next run retries
+    it. Returns the result's rows and the failure (None: estimated). Only the estimate is caught:
+    a missing input (the sample stage has not run) is an error of the stage, raised before."""
+    from enigma.evaluation.results import record_failure
+
+    try:
+        return estimate_agent(b, est, agent_id, targets, store, rollouts, results_dir), None
+    except Exception as exc:
+        return record_failure(results_dir, est, agent_id, store.rating_names, exc), exc
+
+
 def train_estimator(b: Benchmark, params: Params, name: str, full: bool = False, progress: bool = False,
                     results_dir=None, share: tuple[int, int] = (0, 1)) -> int:
     """Every held-out agent with one estimator (built once: its encoder is reused), into the
@@ -60,7 +93,7 @@ def train_estimator(b: Benchmark, params: Params, name: str, full: bool = False,
     run) is written as the agent's result, so the report lists it and the next run retries it."""
     from tqdm.auto import tqdm
 
-    from enigma.evaluation.results import record_failure
+    from enigma.estimators import benchmark_estimator
     from enigma.store.experience import ExperienceStore
 
     store = ExperienceStore.open(b.store)
@@ -69,18 +102,16 @@ def train_estimator(b: Benchmark, params: Params, name: str, full: bool = False,
     agents = agents[index::count]
     rollouts = ExperienceStore.open(b.rollouts) if b.rollouts is not None else None
     results_dir = results_dir or b.results_dir(full)
-    est = b.build_estimator(name, params)
+    est = benchmark_estimator(b, name, params)
     needs = Regime.REPLIES_AT_LOGGED_STATES in est.regimes
     failures = 0
     for a in tqdm(agents, desc=f"{b.name}: {est.name}", unit="agent", disable=not progress):
         targets = read_targets(b, a) if needs else None  # missing: the sample stage has not run (an error, not a result)
         t0 = time.perf_counter()
-        try:
-            estimate_agent(b, est, a, targets, store, rollouts, results_dir)
-        except Exception as exc:
+        _, failure = run_agent(b, est, a, targets, store, rollouts, results_dir)
+        if failure is not None:
             failures += 1
-            record_failure(results_dir, est, a, store.rating_names, exc)
-            tqdm.write(f"{est.name} / {a}: FAILED ({type(exc).__name__}: {str(exc)[:300]})")
+            tqdm.write(str(EstimateFailed.of(est.name, a, failure)))
             continue
         tqdm.write(f"{est.name} / {a}: {time.perf_counter() - t0:.1f}s")
         sys.stdout.flush()
@@ -110,13 +141,13 @@ def train(b: Benchmark, params: Params, full: bool = False, progress: bool = Fal
     from concurrent.futures import ProcessPoolExecutor
 
     from enigma.encoders.knowledge import load_knowledge
-    from enigma.estimators import uses_embedding_cache
+    from enigma.estimators import benchmark_estimator, uses_embedding_cache
 
     names = b.estimators(full)
     if b.config.knowledge is not None:
         # ENIGMA loads it per held-out agent: a base that cannot load is one error before any work
         load_knowledge(b.config.knowledge, f"benchmarks.{b.name}.knowledge")
-    built = [b.build_estimator(n, params) for n in names]  # cheap: models load on first use
+    built = [benchmark_estimator(b, n, params) for n in names]  # cheap: models load on first use
     for est in built:
         if Regime.OWN_ROLLOUTS in est.regimes and b.rollouts is None:
             raise ValueError(f"benchmarks.{b.name}: {est.name} needs the agents' rollouts, but the benchmark has none "
@@ -142,5 +173,11 @@ def train(b: Benchmark, params: Params, full: bool = False, progress: bool = Fal
             failures = sum(f.result() for f in futures)
     say(f"{b.name}: trained {len(names)} estimator(s) in {time.perf_counter() - t0:.0f}s -> {b.results_dir(full)}")
     if failures:
-        say(f"{failures} (estimator, agent) run(s) failed; the report lists them; the next run retries them")
+        say(failures_message(failures))
     return {"estimators": names, "agents": agents, "failures": failures}
+
+
+def failures_message(failures: int) -> str:
+    """What the train stage and the evaluate flow say of their failed runs (they go on: each is
+    the agent's result, listed by the report)."""
+    return f"{failures} (estimator, agent) run(s) failed; the report lists them; the next run retries them"

@@ -29,13 +29,13 @@ import json
 import re
 import zlib
 from dataclasses import dataclass
-from typing import Literal, Protocol, Sequence
+from typing import Protocol, Sequence
 
 import numpy as np
 import pyarrow as pa
-from pydantic import BaseModel, ConfigDict, Field
 
 from enigma.contracts import Agent, Turn
+from enigma.rollouts.config import LearnedCustomerConfig
 from enigma.store import schema as S
 from enigma.store.experience import ExperienceStore
 
@@ -44,21 +44,6 @@ SOURCE = "learned-customer"
 
 class RolloutError(ValueError):
     """Bad input to the learned customer or its rollouts; the message names it."""
-
-
-class LearnedCustomerConfig(BaseModel):
-    """``benchmarks.<name>.rollouts.learned_customer`` in params.yaml."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    episodes: int = Field(100, ge=1)  # rollouts per agent
-    similarity: Literal["embedding", "words"] = "embedding"
-    end_neighbours: int = Field(1, ge=1)  # nearest logged agent turns that vote on "this reply ends it"
-    # None: the most agent turns of any logged dialogue of the customer's experience
-    max_agent_turns: int | None = Field(None, ge=1)
-    seed: int = 0
-    embedding_model: str = "minilm"
-    cache_dir: str | None = "cache/embeddings"  # the EmbeddingCache the other stages share
 
 
 # ---- similarity ------------------------------------------------------------------------------

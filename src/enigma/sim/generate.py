@@ -16,7 +16,6 @@ files. Agents finished are kept under ``<out>/.partial/`` so an interrupted run 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import shutil
@@ -25,15 +24,15 @@ from typing import Callable
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from enigma.sim.config import SimulateConfig
 from enigma.store import schema as S
 from enigma.store.experience import ExperienceStore
 from enigma.sim.rng import mix
 from enigma.sim.rollout import Rollout, rollout
 from enigma.sim.scoring import RATINGS
 from enigma.sim.scoring import AIRDIALOGUE_WEIGHTS
-from enigma.sim.sellers import MAX_AGENT_TURNS, PRESETS, REWARD_WEIGHTS, agent_spec, make_seller, preset_agents
+from enigma.sim.sellers import REWARD_WEIGHTS, agent_spec, make_seller, preset_agents
 
 SOURCE = "airline-sim"
 TRUTH_FILE = "truth.parquet"
@@ -47,33 +46,6 @@ TRUTH_SCHEMA = pa.schema(
     ]
 )
 _PARTIAL = ".partial"
-
-
-class SimulateConfig(BaseModel):
-    """The ``simulate`` section of params.yaml."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    preset: str = "airline24"
-    seed: int = 0
-    dialogues_per_agent: int = Field(100, ge=1)
-    truth_rollouts: int = Field(2000, ge=2)
-    max_stderr: float = Field(0.01, gt=0)
-    truth_batch: int = Field(500, ge=1)
-    max_truth_rollouts: int = Field(10000, ge=2)
-    customer_noise: float = Field(0.15, ge=0, le=1)
-    max_agent_turns: int = Field(MAX_AGENT_TURNS, ge=1, le=MAX_AGENT_TURNS)
-
-    @field_validator("preset")
-    @classmethod
-    def _known_preset(cls, v: str) -> str:
-        if v not in PRESETS:
-            raise ValueError(f"unknown preset {v!r}; known: {sorted(PRESETS)}")
-        return v
-
-    def fingerprint(self) -> str:
-        data = self.model_dump()
-        return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def _play(agent, seed: int, cfg: SimulateConfig) -> Rollout:

@@ -28,12 +28,11 @@ from typing import Callable
 
 from enigma.contracts import History
 from enigma.sim import world as W
+from enigma.sim.config import MAX_AGENT_TURNS, PRESET_NAMES
 from enigma.sim.goals import INTENTS, meets_preferences
 from enigma.sim.language import AgentFacts, fmt_action, fmt_date, fmt_hour, read_agent, read_customer
 from enigma.sim.rng import rng
 from enigma.sim.scoring import AIRDIALOGUE_WEIGHTS
-
-MAX_AGENT_TURNS = 8  # the longest dialogue has 8 agent turns; every seller acts by then
 
 
 @dataclass(frozen=True)
@@ -506,6 +505,8 @@ HELDOUT: dict[str, SellerKnobs] = {
 }  # fmt: skip
 
 PRESETS: dict[str, dict[str, SellerKnobs]] = {"airline24": AIRLINE24, "rule6": RULE6, "airline-heldout": HELDOUT}
+if tuple(PRESETS) != PRESET_NAMES:  # the simulate section validates preset names without loading the sellers
+    raise ImportError(f"enigma.sim.config.PRESET_NAMES {PRESET_NAMES} must name the presets here, {tuple(PRESETS)}")
 DEFAULT_PRESET = "airline24"
 _ALL: dict[str, SellerKnobs] = {**AIRLINE24, **RULE6, **HELDOUT}
 # Each preset's reward: weights of the name, flight and status scores (scoring.score), used for
