@@ -1,7 +1,7 @@
 """The test and dev halves of committed reports, side by side, in Markdown.
 
     .venv/bin/python scripts/split_table.py reports/see2019/summary.json reports/see2019-ownchats/summary.json
-    .venv/bin/python scripts/split_table.py reports/*/summary.json --out benchmarks/results/split_halves.md
+    .venv/bin/python scripts/split_table.py reports/*/summary.json --out studies/results/split_halves.md
 
 A report built since the split (``splits`` in its summary) is read as it is. One built before it
 is scored again by the report's own code: its per-agent estimates and truth (``agents``) go back
