@@ -194,7 +194,8 @@ class Params(BaseModel):
         """Entry ``name`` of ``benchmarks`` with its paths."""
         if name not in self.benchmarks:
             raise ParamsError(f"benchmarks has no benchmark {name!r}; known: {sorted(self.benchmarks)}")
-        return Benchmark(name, self.benchmarks[name], self.pipeline.data_dir / name, self.report.out_dir)
+        return Benchmark(name, self.benchmarks[name], self.pipeline.data_dir / name, self.report.out_dir,
+                         self.pipeline.full_results)
 
     @classmethod
     def load(cls, path: str | Path = DEFAULT_PARAMS, missing: Literal["error", "defaults"] = "error") -> "Params":
