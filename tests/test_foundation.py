@@ -103,10 +103,8 @@ def test_an_estimator_built_for_a_benchmark_reads_its_knowledge_base():
         assert b.build_estimator("enigma", params).config.knowledge == params.benchmarks[name].knowledge
     # no benchmark's headline reads a knowledge base (issue 58): the simulator's is a labelled study row
     assert all(b.knowledge is None for b in params.benchmarks.values())
-    # a studied row keeps its own choice, and a comparator is built as it is anywhere
-    assert params.benchmark("airline").build_estimator("enigma-without-knowledge", params).config.knowledge is None
-    assert (params.benchmark("airline").build_estimator("enigma-simulator-knowledge", params).config.knowledge
-            == "python:enigma.sim.knowledge:airline_checked_every_turn")
+    # an ablation keeps its own choice (the lab's rows too: tests/studies), a comparator is built as anywhere
+    assert params.benchmark("airline").build_estimator("enigma-weighted", params).config.knowledge is None
     assert params.benchmark("airline").build_estimator("experience-mean", params).name == "experience-mean"
 
 
