@@ -28,8 +28,10 @@ def as_run_from_the_command_line():
     sys.path[:] = saved
 
 
-def test_the_lab_has_its_scripts():
+def test_the_lab_has_its_scripts_each_listed_in_its_index():
     assert len(SCRIPTS) > 40 and "provenance" in SCRIPTS and "ope_enigma_rows" in SCRIPTS
+    index = (STUDIES / "README.md").read_text()
+    assert not [s for s in SCRIPTS if f"| `{s}.py` |" not in index], "studies/README.md: one line per script"
 
 
 @pytest.mark.parametrize("name", SCRIPTS)
