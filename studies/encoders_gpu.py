@@ -46,7 +46,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
-sys.path.insert(0, str(REPO))  # benchmarks: the CPU scripts' helpers
+sys.path.insert(0, str(REPO))  # studies: the CPU scripts' helpers
 
 import enigma  # noqa: E402,F401  (offline environment)
 from studies.encoders_speed import make_actions  # noqa: E402  (target replies drawn from logged ones)
