@@ -7,7 +7,7 @@ its conformal interval, and their mean widths; then the conformal coverage of ev
 
     .venv/bin/python scripts/interval_coverage_table.py airline airline-seed1 airline-seed2
 
-Output: benchmarks/results/interval_coverage_benchmarks.md (and printed).
+Output: studies/results/interval_coverage_benchmarks.md (and printed).
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ def main() -> None:
     for name in sorted(others, key=lambda n: sum(w for _, w in others[n].values()) / len(others[n])):
         cells = [f"{others[name][b][0]:.3f} / {others[name][b][1]:.3f}" if b in others[name] else "-" for b in args.benchmarks]
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
-    out = REPO / "benchmarks" / "results" / "interval_coverage_benchmarks.md"
+    out = REPO / "studies" / "results" / "interval_coverage_benchmarks.md"
     out.write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 

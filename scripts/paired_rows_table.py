@@ -6,7 +6,7 @@ docs/results.md.
 One row per estimator whose name starts with ``enigma-`` (ENIGMA with one setting changed; the
 report's own ``enigma-unnormalised`` left out), one column per report: its mean Pearson over the
 ratings and the difference from ``enigma`` with a 95% interval over the same bootstrap resamples
-of the agents (``enigma.evaluation.correlation``, as the reports and ``benchmarks/ope_enigma_rows.py``
+of the agents (``enigma.evaluation.correlation``, as the reports and ``studies/ope_enigma_rows.py``
 score them).
 """
 

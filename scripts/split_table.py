@@ -1,7 +1,7 @@
 """The test and dev halves of committed reports, side by side, in Markdown.
 
     .venv/bin/python scripts/split_table.py reports/see2019/summary.json reports/see2019-ownchats/summary.json
-    .venv/bin/python scripts/split_table.py reports/*/summary.json --out benchmarks/results/split_halves.md
+    .venv/bin/python scripts/split_table.py reports/*/summary.json --out studies/results/split_halves.md
     .venv/bin/python scripts/split_table.py --wide reports/airline/summary.json reports/airline-seed1/summary.json
 
 ``--wide`` puts several reports in one table (for docs/results.md): one row per estimator, ranked on

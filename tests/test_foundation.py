@@ -105,11 +105,9 @@ def test_an_estimator_built_for_a_benchmark_reads_its_knowledge_base():
         assert benchmark_estimator(b, "enigma", params).config.knowledge == params.benchmarks[name].knowledge
     # no benchmark's headline reads a knowledge base (issue 58): the simulator's is a labelled study row
     assert all(b.knowledge is None for b in params.benchmarks.values())
-    # a studied row keeps its own choice, and a comparator is built as it is anywhere
+    # an ablation keeps its own choice (the lab's rows too: tests/studies), a comparator is built as anywhere
     airline = params.benchmark("airline")
-    assert benchmark_estimator(airline, "enigma-without-knowledge", params).config.knowledge is None
-    assert (benchmark_estimator(airline, "enigma-simulator-knowledge", params).config.knowledge
-            == "python:enigma.sim.knowledge:airline_checked_every_turn")
+    assert benchmark_estimator(airline, "enigma-weighted", params).config.knowledge is None
     assert benchmark_estimator(airline, "experience-mean", params).name == "experience-mean"
 
 

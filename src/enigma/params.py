@@ -187,7 +187,8 @@ class Params(BaseModel):
         """Entry ``name`` of ``benchmarks`` with its paths."""
         if name not in self.benchmarks:
             raise ParamsError(f"benchmarks has no benchmark {name!r}; known: {sorted(self.benchmarks)}")
-        return Benchmark(name, self.benchmarks[name], self.pipeline.data_dir / name, self.report.out_dir)
+        return Benchmark(name, self.benchmarks[name], self.pipeline.data_dir / name, self.report.out_dir,
+                         self.pipeline.full_results)
 
     @classmethod
     def load(cls, path: str | Path = DEFAULT_PARAMS, missing: Literal["error", "defaults"] = "error") -> "Params":
@@ -222,8 +223,11 @@ class Params(BaseModel):
             raise ParamsError(f"section '{section}' with {update}: {exc}") from exc
 
 
-def load_yaml(path: str | Path) -> dict[str, Any]:
-    """The mapping in a YAML file, with errors that name the file."""
+def load_yaml(path: str | Path, _chain: tuple[Path, ...] = ()) -> dict[str, Any]:
+    """The mapping in a YAML file, with errors that name the file. A top-level ``extends: <path>``
+    (relative to the file) makes the file the extended file's mapping with this one's merged in
+    (``merge``): studies/params.yaml is the product's params.yaml plus the lab's entries, so the
+    rows it shares with the product resolve exactly as the product runs them."""
     path = Path(path)
     if not path.is_file():
         raise ParamsError(f"{path}: parameters file not found")
@@ -235,7 +239,31 @@ def load_yaml(path: str | Path) -> dict[str, Any]:
         raise ParamsError(f"{path}: not valid YAML ({exc})") from exc
     if not isinstance(data, dict):
         raise ParamsError(f"{path}: expected a mapping of sections at the top level")
-    return data
+    if "extends" not in data:
+        return data
+    base = data.pop("extends")
+    if not isinstance(base, str) or not base:
+        raise ParamsError(f"{path}: extends: expected the path of another parameters file, got {base!r}")
+    base_path = path.parent / base
+    chain = _chain + (path.resolve(),)
+    if base_path.resolve() in chain:
+        raise ParamsError(f"{path}: extends: {base} goes round in a circle "
+                          f"({' -> '.join(str(p) for p in chain + (base_path.resolve(),))})")
+    if not base_path.is_file():
+        raise ParamsError(f"{path}: extends: {base_path}: parameters file not found")
+    return merge(load_yaml(base_path, chain), data)
+
+
+def merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    """``base`` with ``over`` merged in: mappings key by key, anything else (a list, a scalar,
+    null) replaced whole, so a list of estimators is the file's own, never a concatenation."""
+    out = copy.deepcopy(base)
+    for key, value in over.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = merge(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
 
 
 # Aliases may repeat a block (params.yaml repeats a source and a list of estimators), but nested

@@ -33,7 +33,7 @@ def enigma(*args: str):
 def tabular_store(tmp_path_factory):
     work = tmp_path_factory.mktemp("tabular")
     # 8,000 dialogues: the logs' own sampling error of these values is about 0.01 (log seeds 0
-    # and 1 give 0.011 and 0.009: benchmarks/results/ope_tabular_cli.md)
+    # and 1 give 0.011 and 0.009: studies/results/ope_tabular_cli.md)
     write_jsonl(reference_problem().logs(8000, seed=0), work / "logs.jsonl")
     r = enigma("ingest", "jsonl", work / "logs.jsonl", "--out", work / "store", "--scale", "match=0:1", "--scale", "short=0:1",
                "--no-progress")

@@ -76,7 +76,7 @@ def test_over_fresh_logs_the_interval_covers_the_exact_value_about_as_often_as_i
             exact = problem.mdp.exact_value(policy)
             covered += [got.intervals[r][0] <= exact[r] <= got.intervals[r][1] for r in RATINGS]
     # 48 intervals at nominal 95%: at least 40 (a zero-width or a badly biased interval covers
-    # almost none); the full measurement is benchmarks/results/interval_coverage_tabular.md
+    # almost none); the full measurement is studies/results/interval_coverage_tabular.md
     assert sum(covered) >= 40, f"{sum(covered)} of {len(covered)} intervals hold the exact value"
 
 

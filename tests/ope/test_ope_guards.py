@@ -83,7 +83,7 @@ def test_a_diverged_run_is_one_line_and_exit_2_from_the_command(tmp_path, proble
 def test_the_dr_guard_reads_the_slots_balance_not_their_scale():
     """The doubly robust value is a ratio of zeta-weighted sums, unchanged by a common scale of
     zeta: masses of 0.2 at every slot are in balance; a slot-0 mass far below the others (the
-    study's blow-ups, benchmarks/results/ope_dr_balance.md) is not. Only the dr value is guarded."""
+    study's blow-ups, studies/results/ope_dr_balance.md) is not. Only the dr value is guarded."""
     import numpy as np
 
     from enigma.ope.guards import dr_balance_problem

@@ -29,6 +29,15 @@ def test_paths_follow_from_the_name():
         _params(agent_spec="transcripts:{rollouts}?agent={agent}").benchmark("b").agent_spec("x")
 
 
+def test_the_full_runs_results_folder_is_a_setting_apart_from_the_other_outputs():
+    # the lab's params (studies/params.yaml) write its rows beside, never into, the product's results_full
+    lab = Params.from_dict({"pipeline": {"data_dir": "d", "full_results": "results_studies"}, "benchmarks": {"b": ENTRY}})
+    assert (str(lab.benchmark("b").results_dir()), str(lab.benchmark("b").results_dir(full=True))) == ("d/b/results", "d/b/results_studies")
+    for clash in ("results", "store", "targets", "a/b"):
+        with pytest.raises(ParamsError, match="(?s)section 'pipeline'.*full_results"):
+            Params.from_dict({"pipeline": {"full_results": clash}})
+
+
 @pytest.mark.parametrize("change, says", [
     ({"source": {"path": "raw"}}, "exactly one of 'simulate'"),
     ({"source": {"path": "raw", "ingest": "jsonl", "simulate": {}}}, "exactly one of 'simulate'"),

@@ -27,10 +27,12 @@ KINDS = {
 
 
 def _stages(root: Path) -> dict:
+    """The stages of the root's dvc.yaml (the lab's studies/dvc.yaml, addressed by its path, has
+    its own test: tests/studies)."""
     from dvc.repo import Repo
 
     with Repo(str(root)) as repo:
-        return {s.addressing: s for s in repo.index.stages}
+        return {s.addressing: s for s in repo.index.stages if ":" not in s.addressing}
 
 
 def test_every_benchmark_gets_every_stage_with_key_level_params_and_its_code(tmp_path):

@@ -31,7 +31,7 @@ class PerplexityConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
     # replies scored per agent (a fixed-seed subsample): the LM's cost is its tokens, context
     # included; 200 replies with 192 context tokens took 330-450 s per agent on the shared
-    # 2-core machine (benchmarks/results/comparators_cost.json), hence the smaller default
+    # 2-core machine (studies/results/comparators_cost.json), hence the smaller default
     max_replies: int = Field(64, ge=1)
     context_turns: int = Field(2, ge=0)
     max_context_tokens: int = Field(96, ge=8)

@@ -59,7 +59,7 @@ def mean_rouge_l(replies: list[str], references: list[str]) -> float:
         raise ValueError(f"ROUGE needs as many replies as references, both non-empty ({len(replies)}, {len(references)})")
     # Each distinct (reply, reference) pair is scored once: template-like agents repeat pairs
     # many times, and stemming is the cost (airline: about 2 s per agent before, see
-    # benchmarks/results/comparators_airline_cost.json).
+    # studies/results/comparators_airline_cost.json).
     counts = Counter(zip(replies, references))
     total = sum(_ROUGE.score(ref, hyp)["rougeL"].fmeasure * c for (hyp, ref), c in counts.items())
     return float(total / len(replies))

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 KNOWLEDGE_SPEC = r"^python:[\w.]+:\w+$"
 # Why no base may judge the replies of a stand-in that does not record their sources
 # (enigma.agents.config.unsourced_stand_in), in every place that refuses the pair
-# (benchmarks/results/standin_cost_airline.md, standin_sources_airline.md)
+# (studies/results/standin_cost_airline.md, standin_sources_airline.md)
 STAND_IN_REFUSAL = ("a retrieval stand-in's replies come from other conversations, so a knowledge base would judge "
                     "them against dialogues they were not said in (on airline it cost ENIGMA 0.126 of mean Pearson), "
                     "unless the stand-in records where each reply was said (sample.agents.transcripts.sources: true)")

@@ -492,7 +492,7 @@ def request_features(
     A task dialogue's first user turn states what the user wants ("please cancel my
     reservation"), and whether the final action does that is a comparison of two texts. Given the
     request as a block of 384 dimensions, the PCA and the heads did not form that comparison
-    (``benchmarks/results/ope_first_user_airline.md``); given here as two numbers per pair, a
+    (``studies/results/ope_first_user_airline.md``); given here as two numbers per pair, a
     linear head can read it. Zeros where the dialogue has no non-blank user turn before the reply.
     ``vectors`` and ``texts`` are indexed by embedding row (row 0 the blank)."""
     t_all, s_max = target.shape

@@ -19,7 +19,7 @@ agents are the calibration set. This module is the one code path that turns them
   and so is the estimator's bias on differences, which a bootstrap of one store cannot see.
 
 The report (``summary.py``), the nightly comparison (``pipeline.compare``), ``enigma estimate``
-and ``benchmarks/verdict_accuracy.py`` all call these functions.
+and ``studies/verdict_accuracy.py`` all call these functions.
 """
 
 from __future__ import annotations

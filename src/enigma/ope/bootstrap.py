@@ -97,7 +97,7 @@ def bootstrap_estimates(
     |E_D[zeta | slot] - 1| a resample ended with, "mean_iterations"}``."""
     idx_all = resample_indices(len(data.dialog_ids), cfg.interval_resamples, cfg.seed)
     # a looser tolerance than the full fit's: at slot masses within 1e-3 a draw is within 1e-4 of
-    # the full refit's (benchmarks/results/interval_refit.md), at half its cost
+    # the full refit's (studies/results/interval_refit.md), at half its cost
     refit = cfg.model_copy(update={"steps": cfg.interval_steps, "constraint_tol": cfg.interval_tol,
                                    "solver_tol": 100 * cfg.solver_tol})
     gaps: list[float] = []

@@ -195,7 +195,7 @@ class DiceConfig(BaseModel):
     target_history: Literal["logged", "own", "source"] = "source"
     device: Literal["auto", "cpu", "cuda"] = "auto"
     # CPU threads for torch in the estimate command: the per-step ops are small, and on a busy
-    # 2-core machine two threads ran 8x slower than one (benchmarks/results/ope_speed.md)
+    # 2-core machine two threads ran 8x slower than one (studies/results/ope_speed.md)
     torch_threads: int | None = Field(1, ge=1)
     missing_targets: Literal["error", "drop"] = "error"  # an agent turn without target replies
 
@@ -289,7 +289,7 @@ DUALDICE = dict(_YANG, alpha_nu=0.0, alpha_zeta=1.0, alpha_r=0.0, normalise=Fals
 GENDICE = dict(_YANG, alpha_nu=1.0, alpha_zeta=0.0, alpha_r=0.0, normalise=True, zeta_activation="square")
 BESTDICE = dict(_YANG, alpha_nu=0.0, alpha_zeta=1.0, alpha_r=1.0, normalise=True, zeta_activation="square")
 
-# The project default, chosen by benchmarks/ope_tabular.py (results in benchmarks/results/
+# The project default, chosen by studies/ope_tabular.py (results in studies/results/
 # ope_tabular.md): two-timescale gradient descent-ascent with zeta the slower player, one
 # lambda per slot position, and a final pass with weights averaged over the last 20%.
 DEFAULT: dict[str, Any] = dict(

@@ -4,7 +4,7 @@ Why. With fixed features and a linear nu head, the Lagrangian is linear in nu. W
 penalty on nu its minimum over nu is minus infinity unless zeta meets every flow constraint of
 the feature span exactly, which a zeta head of its own cannot in general: gradient
 descent-ascent then has no saddle point to reach, and on the airline benchmark it did not
-(lambda and nu kept drifting; benchmarks/results/ope_convergence.md). A penalty
+(lambda and nu kept drifting; studies/results/ope_convergence.md). A penalty
 ``alpha_nu E_D[nu^2]`` (the primal regulariser of Yang et al. 2020) makes the nu problem
 strictly convex, and being quadratic it can be solved in closed form at every zeta.
 
@@ -350,7 +350,7 @@ def refit_kkt(
     step is damped on the Hessian block, Levenberg-Marquardt style, until it lowers the augmented
     Lagrangian at the updated multipliers with the solver's first penalty weight ``MU_START``: with
     a damped Hessian the step descends it, and the small weight keeps it from refusing every step
-    but tiny ones, as the large weight of a hard-bound full fit did (benchmarks/results/interval_kkt_*.md).
+    but tiny ones, as the large weight of a hard-bound full fit did (studies/results/interval_kkt_*.md).
 
     Returns the heads (float32; nu at its exact optimum, lambda the multipliers) and a summary
     (iterations, final gradient and constraint gap, converged)."""

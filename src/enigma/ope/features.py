@@ -33,7 +33,7 @@ def pca_projection(stacked: torch.Tensor, k: int, seed: int, chunk_rows: int = 6
     seeded by ``seed``) or ``exact`` (the eigenvectors of the d x d scatter matrix, no seed). On
     See 2019's pair vectors (d = 1552, k = 32) the randomized subspaces of two seeds share a mean
     squared cosine of 0.80, and a randomized one and the exact one 0.86, so a run's features hang
-    on its seed (``benchmarks/results/pca_subspace.md``)."""
+    on its seed (``studies/results/pca_subspace.md``)."""
     nonzero = torch.cat([stacked[i : i + chunk_rows].abs().sum(-1) > 0 for i in range(0, len(stacked), chunk_rows)])
     every = bool(nonzero.all())
     rows = stacked if every else stacked[nonzero]
@@ -51,7 +51,7 @@ def pca_projection(stacked: torch.Tensor, k: int, seed: int, chunk_rows: int = 6
     elif solver == "randomized":
         # on the CPU whatever the rows' device: its random test matrix comes from the generator of
         # the device it runs on, and one drawn on a GPU gave another subspace, so estimates 0.0025
-        # apart at the median and 0.027 at most from the CPU's (benchmarks/results/ope_devices_airline_agents.md)
+        # apart at the median and 0.027 at most from the CPU's (studies/results/ope_devices_airline_agents.md)
         torch.manual_seed(seed)
         _, sv, v = torch.pca_lowrank(rows.cpu(), q=k, center=False)
         sv, v = sv.to(rows.device), v.to(rows.device)

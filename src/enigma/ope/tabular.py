@@ -1,5 +1,5 @@
 """A small tabular dialogue MDP whose policy values are known exactly, for checking the DICE
-estimator (tests and ``benchmarks/ope_tabular.py``).
+estimator (tests and ``studies/ope_tabular.py``).
 
 A dialogue: the user opens with one of ``n_user`` utterance types, or (with probability
 ``p_agent_first``) the agent speaks first, which the store shows as a dialogue starting with

@@ -3,7 +3,7 @@
 A benchmark is one entry of ``benchmarks``; its paths follow from its name, so that dvc.yaml can
 stamp its stages out with ``foreach`` and the entry says only what differs between benchmarks:
 ``<data_dir>/<name>/`` holds ``store``, ``truth.parquet``, ``rollouts``, ``targets``,
-``results`` and ``results_full``; its reports go to ``<report.out_dir>/<name>`` and
+``results`` and ``results_full`` (``pipeline.full_results``); its reports go to ``<report.out_dir>/<name>`` and
 ``<name>_full``. Every key of an entry is required: dvc.yaml reads them too, and a key it cannot
 find breaks every stage.
 """
@@ -105,6 +105,7 @@ class Benchmark:
     config: BenchmarkConfig
     data_dir: Path  # <pipeline.data_dir>/<name>
     report_root: Path  # report.out_dir
+    full_results: str = "results_full"  # pipeline.full_results
 
     @property
     def store(self) -> Path:
@@ -123,7 +124,7 @@ class Benchmark:
         return self.data_dir / "targets"
 
     def results_dir(self, full: bool = False) -> Path:
-        return self.data_dir / ("results_full" if full else "results")
+        return self.data_dir / (self.full_results if full else "results")
 
     def report_dir(self, full: bool = False) -> Path:
         return self.report_root / (f"{self.name}_full" if full else self.name)
@@ -146,6 +147,9 @@ class PipelineConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     data_dir: Path = Path("data")  # benchmark <name> keeps its data in <data_dir>/<name>/
+    # The folder of <data_dir>/<name>/ the full run's results go to: studies/params.yaml sets its
+    # own, so the lab's rows never write into the product's (a DVC output of train_full).
+    full_results: str = Field("results_full", pattern=r"^[A-Za-z0-9_.-]+$")
     # threads: a bounded pool (Prefect's own is unbounded); dask: a local cluster or dask_address
     runner: Literal["threads", "dask"] = "threads"
     # The flows' thread pool, and the train stage's estimators in parallel (one process each).
@@ -154,6 +158,13 @@ class PipelineConfig(BaseModel):
     dask_n_workers: int = Field(2, ge=1)
     retries: int = Field(2, ge=0)  # for steps that call agents (remote agents are flaky)
     retry_delay_seconds: float = Field(10.0, ge=0)
+
+    @model_validator(mode="after")
+    def _full_results_apart(self) -> "PipelineConfig":
+        if self.full_results in ("results", "store", "rollouts", "targets", "truth.parquet"):
+            raise ValueError(f"full_results: {self.full_results!r} is another output of the benchmark's folder; "
+                             "name a folder of its own (results_full, or the lab's results_studies)")
+        return self
 
 
 class NightlyConfig(BaseModel):

@@ -4,7 +4,7 @@ held-out agent, through the one scoring path (``enigma.evaluation.loao.evaluate_
 it finishes and reused while its inputs are unchanged, so an interrupted stage resumes.
 
 ``pipeline.max_workers`` processes run at a time, each with one torch thread (on 2 cores, two torch
-threads per process ran several times slower: benchmarks/results/ope_speed.md), after one shared
+threads per process ran several times slower: studies/results/ope_speed.md), after one shared
 encode step that puts every text of the store, the rollouts and the sampled replies into the
 embedding cache, so that the workers never encode the same text twice. Each estimator's agents
 are dealt into one share per worker: when one estimator is all that needs recomputing (a changed

@@ -17,7 +17,7 @@ its user side said):
   looks like is thus learned from the logged final agent turns, not from the simulator's tags.
 
 Similarity is the cosine of cached MiniLM sentence vectors (``embedding``) or the Jaccard
-overlap of word sets (``words``); ``benchmarks/rollouts_customer.py`` measures which works
+overlap of word sets (``words``); ``studies/rollouts_customer.py`` measures which works
 better. Episodes run in lockstep so each turn's replies are embedded in one batch. Everything
 is seeded: the same store, agent and config give the same dialogues.
 """

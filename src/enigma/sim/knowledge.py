@@ -181,5 +181,5 @@ def airline_checked_every_turn() -> AirlineKnowledgeCheckedEveryTurn:
 
 
 def airline_checked_every_turn_name_asks() -> AirlineKnowledgeCheckedEveryTurn:
-    """A studied variant: asking for the name again is refuted as well (benchmarks/results/ope_every_turn_*)."""
+    """A studied variant: asking for the name again is refuted as well (studies/results/ope_every_turn_*)."""
     return AirlineKnowledgeCheckedEveryTurn(name_asks_refuted=True)

@@ -111,7 +111,7 @@ def log_benchmark_run(
             # The heads go before the metrics: MLflow's log_model links the metrics a run has so
             # far to the model by reading back every metric's whole history, learning curves
             # included, which made it the slowest part of a report's logging
-            # (benchmarks/results/tracking_cost.md). The scalars are linked here instead.
+            # (studies/results/tracking_cost.md). The scalars are linked here instead.
             model_id = None
             if cfg.log_models and res.model_path:
                 score, uri, model_id = _log_heads(res, cid)
