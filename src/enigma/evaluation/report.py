@@ -308,7 +308,7 @@ def build_report(
     (or ``curves``), the note, and ``estimator_notes`` (what an estimator is, by its display name)
     in the labels column; ``figures`` and ``more_figures`` as in :func:`write_report`.
     ``enigma report build`` and the pipeline's report stage both build it here, so they give the
-    same report."""
+    same report (but for a headline page's sentence on where the other figures are)."""
     cfg = config or ReportConfig()
     table = read_result_dirs(results_dirs, estimators)
     table = with_unnormalised(table, (cfg.enigma_estimator,))
