@@ -1,4 +1,4 @@
-"""Learning-curve tables in the shapes the estimators write them."""
+"""The report's figures: learning-curve tables in the shapes the estimators write them, and the overview."""
 
 from __future__ import annotations
 
@@ -33,3 +33,20 @@ def test_long_and_plain_wide_forms():
     assert curve_long(wide)["rating"].tolist() == ["enjoy", "enjoy"]
     with pytest.raises(ValueError, match="'step'"):
         curve_long(pd.DataFrame({"estimator": ["e"], "agent_id": ["a"], "enjoy": [0.1]}))
+
+
+def test_the_overview_draws_an_estimate_outside_its_interval_as_a_palette_png(tmp_path):
+    """A percentile interval need not contain the estimate (a tiny benchmark's report crashed on
+    it: errorbar lengths may not be negative); the figure is a 256-colour palette PNG, the size
+    the committed reports' budget is made for."""
+    from PIL import Image
+
+    from enigma.evaluation.figures import overview_figure
+
+    summary = {"benchmark": "b", "n_agents": 3, "estimators": {
+        "outside": {"mean_pearson": 0.5, "mean_pearson_ci95": [0.6, 0.9], "mean_spearman": -0.2,
+                    "mean_spearman_ci95": [-0.1, 0.4]},
+        "no-interval": {"mean_pearson": None, "mean_pearson_ci95": [None, None]}}}
+    path = overview_figure(summary, ["outside", "no-interval"], tmp_path / "overview.png")
+    with Image.open(path) as im:
+        assert im.mode == "P" and im.size[0] > 100

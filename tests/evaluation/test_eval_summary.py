@@ -215,9 +215,17 @@ def test_report_writes_summary_html_and_figures(tmp_path):
     html = (tmp_path / "toy" / "index.html").read_text()
     assert s["headline"] in html.replace("&#39;", "'")
     assert "replies at logged states" in html and "note: enigma" in html
+    # the headline figures by default: the overview and ENIGMA's (bleu keeps its rows)
     pngs = sorted(p.name for p in (tmp_path / "toy" / "figures").glob("*.png"))
-    assert pngs == ["bleu_error.png", "bleu_vs_truth.png", "enigma_curves.png", "enigma_error.png", "enigma_vs_truth.png", "overview.png"]
+    assert pngs == ["enigma_curves.png", "enigma_error.png", "enigma_vs_truth.png", "overview.png"]
+    assert "bleu" in html and "figures/bleu" not in html
     assert read_summary(tmp_path / "toy" / "summary.json")["n_agents"] == 5
+    # every estimator's with figures="all", and the same summary
+    s_all = write_report(results, truth, "toy", tmp_path / "all", cfg, curves=curves, figures="all", progress=False)
+    pngs = sorted(p.name for p in (tmp_path / "all" / "figures").glob("*.png"))
+    assert pngs == ["bleu_error.png", "bleu_vs_truth.png", "enigma_curves.png", "enigma_error.png", "enigma_vs_truth.png", "overview.png"]
+    assert (tmp_path / "all" / "summary.json").read_text() == (tmp_path / "toy" / "summary.json").read_text()
+    assert s_all["headline"] == s["headline"]
 
 
 def test_read_summary_rejects_other_json(tmp_path):

@@ -108,6 +108,7 @@ def test_learned_customer_rollouts_feed_the_own_rollout_estimators_and_full_adds
 
 def test_without_full_estimators_the_full_stages_give_the_main_report(workspace):
     workspace["cfg"]["benchmarks"]["tiny"]["estimators"] = ["experience-mean", "python:enigma.comparators.baselines:ReplyLength"]
+    workspace["cfg"]["report"]["plots"] = True  # issue 59: which figures each report draws
     write_params(workspace)
     for s in ("store", "rollouts", "sample", "train"):
         _ok(stage(workspace, s, "tiny"))
@@ -118,6 +119,18 @@ def test_without_full_estimators_the_full_stages_give_the_main_report(workspace)
     main = json.loads((workspace["report"] / "summary.json").read_text())
     full = json.loads((workspace["root"] / "reports" / "tiny_full" / "summary.json").read_text())
     assert full["estimators"] == main["estimators"] and full["benchmark"] == "tiny"
+    # The main report (git's) draws the headline figures: the overview and, with no ENIGMA in it,
+    # the first-ranked estimator's; its page names the full report's stage in plain text. The full
+    # report (a DVC output) draws every estimator's.
+    from enigma.evaluation.report import slugs
+
+    first = main["ranking"][0]["estimator"]
+    shown = sorted(p.name for p in (workspace["report"] / "figures").glob("*.png"))
+    assert shown == sorted(["overview.png", f"{slugs([first])[first]}_vs_truth.png", f"{slugs([first])[first]}_error.png"])
+    page = (workspace["report"] / "index.html").read_text()
+    assert "dvc repro report_full@tiny builds it" in page and 'href="#est-' + slugs([first])[first] in page
+    assert len(list((workspace["root"] / "reports" / "tiny_full" / "figures").glob("*.png"))) == 1 + 2 * len(full["estimators"])
+    assert "dvc repro report_full@tiny" not in (workspace["root"] / "reports" / "tiny_full" / "index.html").read_text()
 
 
 def test_a_result_file_of_an_estimator_no_longer_listed_is_not_reported(workspace):

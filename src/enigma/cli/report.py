@@ -73,10 +73,12 @@ def build(
     out: Optional[Path] = typer.Option(None, help="reports folder (default: params report.out_dir)"),
     params: Optional[Path] = typer.Option(None, "--params", help=f"{PARAMS_HELP} (section 'report')"),
     plots: Optional[bool] = typer.Option(None, "--plots/--no-plots", help="draw the figures (default: params)"),
+    figures: str = typer.Option("headline", "--figures", help="headline: the overview and ENIGMA's (report.enigma_estimator) figures; all: every estimator's too"),
     note: Optional[str] = typer.Option(None, help="how the agents were run (e.g. stood in for by transcripts), shown in the report"),
 ) -> None:
     """Build summary.json, figures and index.html from results and the truth (the same report as
-    the pipeline's report stage: ENIGMA's run also gives its ablation enigma-unnormalised)."""
+    the pipeline's report stage: ENIGMA's run also gives its ablation enigma-unnormalised). The
+    page draws the headline figures unless --figures all; every estimator is in its tables."""
     _register_errors()
     import pandas as pd
 
@@ -100,7 +102,7 @@ def build(
         if not curves.is_file():
             raise EvaluationError(f"{curves}: learning-curve table not found")
         curve_table = pd.read_parquet(curves)
-    summary = build_report(results, truth_table, benchmark, out_dir, cfg, curves=curve_table, note=note)
+    summary = build_report(results, truth_table, benchmark, out_dir, cfg, curves=curve_table, note=note, figures=figures)
     print_summary(summary, out_dir / SUMMARY_FILE)
 
 
@@ -125,5 +127,6 @@ def paper_spe(
     out_dir = (out or cfg.out_dir) / benchmark
     check_out(out_dir, "--out", folder=True)
     table, truth_table = read_spe_csv(see2019_dir(data_dir) / CSV_FILES[variant], ESTIMATOR_NAMES[variant])
-    summary = write_report(table, truth_table, benchmark, out_dir, cfg)
+    # one estimator: its figures are all there are, and the page needs no note on the others
+    summary = write_report(table, truth_table, benchmark, out_dir, cfg, figures="all")
     print_summary(summary, out_dir / SUMMARY_FILE)

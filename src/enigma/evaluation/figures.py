@@ -4,6 +4,7 @@ an overview of every estimator's mean correlation with its interval."""
 
 from __future__ import annotations
 
+import io
 import math
 from pathlib import Path
 from typing import Any
@@ -32,10 +33,21 @@ def _grid(n: int, size: float = 2.8):
 
 
 def _save(fig, path: Path) -> Path:
+    """Write the figure as a 256-colour palette PNG: line plots on white need no more colours,
+    and the file is about a third of matplotlib's RGBA one (the committed reports' figures are
+    kept in git, whose reports/ has a size budget). No dithering, so lines stay crisp; median
+    cut is deterministic, so the same figure gives the same bytes."""
+    from PIL import Image  # pillow: a dependency of matplotlib
+
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
-    fig.savefig(path, dpi=80)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=80)
     _plt().close(fig)
+    buf.seek(0)
+    with Image.open(buf) as im:
+        palette = im.convert("RGB").quantize(colors=256, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE)
+    palette.save(path, format="PNG", optimize=True)
     return path
 
 
@@ -155,9 +167,13 @@ def overview_figure(summary: dict[str, Any], order: list[str], path: Path) -> Pa
             v = est.get(f"mean_{stat}")
             ci = est.get(f"mean_{stat}_ci95") or [None, None]
             vals.append(np.nan if v is None else v)
-            lo.append(np.nan if ci[0] is None or v is None else v - ci[0])
-            hi.append(np.nan if ci[1] is None or v is None else ci[1] - v)
-        ax.errorbar(vals, y + off, xerr=[lo, hi], fmt="o", color=color, ms=4, lw=1, label=f"mean {stat}")
+            lo.append(np.nan if ci[0] is None else ci[0])
+            hi.append(np.nan if ci[1] is None else ci[1])
+        # The interval as a segment and the estimate as a dot, drawn apart: a percentile interval
+        # need not contain the estimate (with few agents the mean of per-rating correlations can
+        # fall outside it), which errorbar's non-negative lengths cannot draw.
+        ax.hlines(y + off, lo, hi, color=color, lw=1)
+        ax.plot(vals, y + off, "o", color=color, ms=4, label=f"mean {stat}")
     ax.axvline(0, color="0.6", lw=0.8)
     ax.set_yticks(y)
     ax.set_yticklabels(order, fontsize=8)

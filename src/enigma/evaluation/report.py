@@ -1,5 +1,11 @@
 """A benchmark's report: ``summary.json``, the figures and ``index.html`` in one folder
-(``reports/<benchmark>/``), built from a leave-one-agent-out results table and the truth."""
+(``reports/<benchmark>/``), built from a leave-one-agent-out results table and the truth.
+
+Figures come in two sets. ``headline`` (the default): the overview and the figures of the
+estimator the headline is about (``report.enigma_estimator``; the first-ranked one where that
+estimator is not in the report); every estimator keeps its rows in the page's tables. ``all``:
+every estimator's figures as well. The committed main reports are headline ones (git keeps them
+small); the full reports (``dvc repro report_full@<benchmark>``) draw them all."""
 
 from __future__ import annotations
 
@@ -14,9 +20,10 @@ import jinja2
 import pandas as pd
 from tqdm.auto import tqdm
 
-from enigma.evaluation import figures
+from enigma.evaluation import figures as draw
 from enigma.evaluation.ablations import with_unnormalised
 from enigma.evaluation.config import ReportConfig
+from enigma.evaluation.errors import EvaluationError
 from enigma.evaluation.intervals import interval_text
 from enigma.evaluation.results import RESULT_COLUMNS, check_results, read_curves, read_results
 from enigma.evaluation.summary import build_summary, write_summary
@@ -24,6 +31,10 @@ from enigma.evaluation.summary import build_summary, write_summary
 SUMMARY_FILE = "summary.json"
 HTML_FILE = "index.html"
 FIG_DIR = "figures"
+FIGURE_SETS = ("headline", "all")
+# Where a headline page says the other figures are, unless its caller knows better (the pipeline
+# names the full report and its DVC stage).
+MORE_FIGURES = "Every estimator's figures: build the report with figures 'all' (enigma report build --figures all)."
 
 REGIME_TEXT = {
     "none": "nothing about the agent",
@@ -72,7 +83,7 @@ only the agents a correlation is taken over differ. Choices of settings read the
 <table><tr><th>rank</th><th>estimator</th><th>information regime</th><th>labels</th>
 <th>mean Pearson [CI]</th><th>mean Spearman [CI]</th><th>mean Kendall [CI]</th><th>agents</th><th>smallest spread ratio</th><th>flags</th></tr>
 {% for name in order %}{% set e = s.estimators[name] %}
-<tr><td>{{ loop.index }}</td><td class="name"><a href="#est-{{ slugs[name] }}">{{ name }}</a></td>
+<tr><td>{{ loop.index }}</td><td class="name">{% if name in figs %}<a href="#est-{{ slugs[name] }}">{{ name }}</a>{% else %}{{ name }}{% endif %}</td>
 <td class="text">{% for r in e.regime %}{{ regime_text(r) }}{% if not loop.last %}; {% endif %}{% endfor %}</td>
 <td class="text">{% for k, v in e.labels.items() %}{{ k }}: {{ v }}{% if not loop.last %}<br>{% endif %}{% endfor %}</td>
 <td>{{ f(e.mean_pearson) }} {{ ci(e.mean_pearson_ci95) }}</td><td>{{ f(e.mean_spearman) }} {{ ci(e.mean_spearman_ci95) }}</td>
@@ -130,10 +141,11 @@ the Pearson correlation a perfect estimator could expect against these noisy tru
 {% for x in s.errors %}<tr><td class="name">{{ x.estimator }}</td><td class="name">{{ x.agent_id }}</td><td class="text">{{ x.error }}</td></tr>{% endfor %}
 </table>{% endif %}
 
-<h2>Figures per estimator</h2>
-{% for name in order %}<h3 id="est-{{ slugs[name] }}">{{ name }}</h3>
-{% for img in figs.get(name, []) %}<img src="{{ img }}" alt="{{ name }}"><br>{% endfor %}
-{% endfor %}
+{% if figs %}<h2>{% if figure_note %}Headline figures{% else %}Figures per estimator{% endif %}</h2>
+{% if figure_note %}<p>{{ figure_note }}</p>{% endif %}
+{% for name in order if name in figs %}<h3 id="est-{{ slugs[name] }}">{{ name }}</h3>
+{% for img in figs[name] %}<img src="{{ img }}" alt="{{ name }}"><br>{% endfor %}
+{% endfor %}{% endif %}
 
 <h2>Per agent</h2>
 {% for r in s.ratings %}<details><summary>{{ r }}: truth and every estimate</summary>
@@ -172,13 +184,31 @@ def slugs(names: list[str]) -> dict[str, str]:
     return {n: s if taken[s] == 1 else f"{s}-{hashlib.sha1(n.encode()).hexdigest()[:8]}" for n, s in base.items()}
 
 
-def render_html(summary: dict[str, Any], figs: dict[str, list[str]], overview: str | None) -> str:
+def headline_estimator(order: Sequence[str], cfg: ReportConfig) -> str | None:
+    """The estimator whose figures a headline report draws: the one the headline is about, or
+    the first-ranked where that one is not in the report."""
+    return cfg.enigma_estimator if cfg.enigma_estimator in order else (order[0] if order else None)
+
+
+def figure_note(figured: Sequence[str], more_figures: str | None = None) -> str:
+    """The headline page's plain-text sentence on which figures it draws and where the others are."""
+    whose = " and ".join(f"{n}'s" for n in figured) or "no estimator's"
+    return (f"This page draws the headline figures only: the overview above and {whose} below; every estimator's "
+            f"numbers are in the tables above. {more_figures or MORE_FIGURES}")
+
+
+def render_html(summary: dict[str, Any], figs: dict[str, list[str]], overview: str | None,
+                figure_note: str | None = None) -> str:
+    """The page. ``figs``: the figures' relative paths by estimator (only these estimators get a
+    figure section and a link to it); ``figure_note``: a headline page's sentence on where the
+    other figures are (none on a page that draws them all)."""
     order = [r["estimator"] for r in summary["ranking"]]
     return TEMPLATE.render(
         s=summary,
         order=order,
         figs=figs,
         overview=overview,
+        figure_note=figure_note,
         f=_f,
         ci=_ci,
         iv=interval_text,
@@ -198,11 +228,17 @@ def write_report(
     curves: pd.DataFrame | None = None,
     estimator_info: dict[str, dict[str, Any]] | None = None,
     note: str | None = None,
+    figures: str = "headline",
+    more_figures: str | None = None,
     progress: bool = True,
 ) -> dict[str, Any]:
     """Write ``summary.json``, the figures and ``index.html`` under ``out_dir``; return the
     summary (with ``report_html`` and ``summary_json`` paths added). ``note`` (how the agents
-    were run, e.g. stood in for by transcripts) goes into the summary."""
+    were run, e.g. stood in for by transcripts) goes into the summary. ``figures``: ``headline``
+    (the overview and the headline estimator's; ``more_figures`` is the page's sentence on where
+    the others are) or ``all`` (every estimator's); ``report.plots`` false draws none."""
+    if figures not in FIGURE_SETS:
+        raise EvaluationError(f"figures {figures!r}: expected one of {', '.join(FIGURE_SETS)}")
     cfg = config or ReportConfig()
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -212,24 +248,28 @@ def write_report(
     order = [r["estimator"] for r in summary["ranking"]]
     figs: dict[str, list[str]] = {}
     overview = None
+    note_text = None
     if cfg.plots:
         fig_dir = out / FIG_DIR
         names = slugs(order)
+        figured = order if figures == "all" else [n for n in [headline_estimator(order, cfg)] if n is not None]
+        if figures == "headline":
+            note_text = figure_note(figured, more_figures)
         # links are relative URLs: forward slashes on every platform
-        overview = figures.overview_figure(summary, order, fig_dir / "overview.png").relative_to(out).as_posix()
-        for name in tqdm(order, desc="report figures", unit="estimator", disable=not progress):
+        overview = draw.overview_figure(summary, order, fig_dir / "overview.png").relative_to(out).as_posix()
+        for name in tqdm(figured, desc="report figures", unit="estimator", disable=not progress):
             safe = names[name]
             paths = [
-                figures.regression_figure(summary, name, fig_dir / f"{safe}_vs_truth.png"),
-                figures.error_figure(summary, name, fig_dir / f"{safe}_error.png"),
+                draw.regression_figure(summary, name, fig_dir / f"{safe}_vs_truth.png"),
+                draw.error_figure(summary, name, fig_dir / f"{safe}_error.png"),
             ]
             if curves is not None and not curves.empty:
-                p = figures.learning_curve_figure(summary, curves, name, fig_dir / f"{safe}_curves.png")
+                p = draw.learning_curve_figure(summary, curves, name, fig_dir / f"{safe}_curves.png")
                 if p is not None:
                     paths.append(p)
             figs[name] = [p.relative_to(out).as_posix() for p in paths]
     html = out / HTML_FILE
-    html.write_text(render_html(summary, figs, overview))
+    html.write_text(render_html(summary, figs, overview, note_text))
     summary_path = write_summary(summary, out / SUMMARY_FILE)
     summary["report_html"] = str(html)
     summary["summary_json"] = str(summary_path)
@@ -258,18 +298,22 @@ def build_report(
     curves: pd.DataFrame | None = None,
     note: str | None = None,
     estimator_notes: dict[str, str] | None = None,
+    figures: str = "headline",
+    more_figures: str | None = None,
     progress: bool = True,
 ) -> dict[str, Any]:
     """A benchmark's report from its results folders: every estimator's results (``estimators``:
     only these), ENIGMA's ablation without post-normalisation derived from the same run
     (``<report.enigma_estimator>-unnormalised``), the learning curves found beside the results
     (or ``curves``), the note, and ``estimator_notes`` (what an estimator is, by its display name)
-    in the labels column. ``enigma report build`` and the pipeline's report stage both
-    build it here, so they give the same report."""
+    in the labels column; ``figures`` and ``more_figures`` as in :func:`write_report`.
+    ``enigma report build`` and the pipeline's report stage both build it here, so they give the
+    same report (but for a headline page's sentence on where the other figures are)."""
     cfg = config or ReportConfig()
     table = read_result_dirs(results_dirs, estimators)
     table = with_unnormalised(table, (cfg.enigma_estimator,))
     if curves is None:
         curves = read_curves(list(results_dirs))
     info = {name: {"labels": {"note": text}} for name, text in (estimator_notes or {}).items()}
-    return write_report(table, truth, benchmark, out_dir, cfg, curves=curves, estimator_info=info, note=note, progress=progress)
+    return write_report(table, truth, benchmark, out_dir, cfg, curves=curves, estimator_info=info, note=note,
+                        figures=figures, more_figures=more_figures, progress=progress)

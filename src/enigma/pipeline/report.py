@@ -1,6 +1,7 @@
 """The report and track stages: a benchmark's leave-one-agent-out report (``summary.json``,
-figures, ``index.html`` in ``<report.out_dir>/<name>``; with ``full``, every estimator of the
-main and the full run side by side in ``<name>_full``) and its MLflow runs (a parent run, a child
+the headline figures, ``index.html`` in ``<report.out_dir>/<name>``; with ``full``, every
+estimator of the main and the full run side by side, with every estimator's figures, in
+``<name>_full``) and its MLflow runs (a parent run, a child
 per (estimator, held-out agent), ENIGMA's heads as models)."""
 
 from __future__ import annotations
@@ -29,8 +30,18 @@ def report(b: Benchmark, params: Params, full: bool = False, progress: bool = Fa
     shown = [build_estimator(n, params).name for n in names]
     notes = {show: params.estimators[n].note for n, show in zip(names, shown)
              if n in params.estimators and params.estimators[n].note}
+    # The main report (committed to git) draws the headline figures; the full one (a DVC output,
+    # out of git) every estimator's, and the main page says how to get it.
     return build_report(dirs, read_truth(b.truth), b.name, b.report_dir(full), params.report, estimators=shown,
-                        note=b.config.note, estimator_notes=notes, progress=progress)
+                        note=b.config.note, estimator_notes=notes, figures="all" if full else "headline",
+                        more_figures=None if full else full_report_note(b), progress=progress)
+
+
+def full_report_note(b: Benchmark) -> str:
+    """The main page's plain-text sentence on where every estimator's figures are (not a link:
+    a fresh clone has no full report until it is built)."""
+    return (f"Every estimator's figures are in the full report, {b.report_dir(full=True).as_posix()}/index.html, "
+            f"which git does not keep: dvc repro report_full@{b.name} builds it.")
 
 
 def track(b: Benchmark, params: Params, summary: dict[str, Any], full: bool = False) -> dict[str, Any]:
