@@ -17,6 +17,10 @@ A result file ``data/<b>/<results folder>/<estimator>/<agent>.json`` is keyed by
     # 3. rewrite the middle part of each result whose estimator fp is the old one (atomically,
     #    nothing else in the file changes); anything else is left alone and counted stale
     .venv/bin/python studies/refingerprint.py migrate data [--dry-run]
+    # 4. the train stage's own resume path (enigma.evaluation.loao.evaluate_one, as
+    #    enigma.pipeline.train calls it) reuses the migrated results: the first agents of each
+    #    estimator, with its estimate() replaced by an error, so nothing is recomputed or written
+    .venv/bin/python studies/refingerprint.py verify data [--results DIR] [--agents 2]
 
 The estimators are built as the benchmarks build them (enigma.estimators.benchmark_estimator),
 from params.yaml and studies/params.yaml (which extends it: the lab's rows, results_studies).
@@ -25,6 +29,7 @@ from params.yaml and studies/params.yaml (which extends it: the lab's rows, resu
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -144,6 +149,65 @@ def migrate(data_dirs: list[Path], dry_run: bool) -> dict[str, dict[str, int]]:
     return report
 
 
+def verify(data: Path, results_root: Path, n_agents: int, benchmarks: list[str] | None = None) -> dict[str, dict[str, int]]:
+    """For each results folder under ``results_root`` and each estimator with result files there,
+    its first ``n_agents`` held-out agents through ``evaluate_one`` (the train stage's call, its
+    sources built by enigma.pipeline.train.sources from ``data``'s store, targets and rollouts):
+    counts of results reused and of results it would have recomputed (an error: it never does)."""
+    from enigma.contracts import Regime
+    from enigma.evaluation.loao import evaluate_one
+    from enigma.evaluation.results import result_path
+    from enigma.pipeline.sample import read_targets
+    from enigma.pipeline.store import heldout_agents
+    from enigma.pipeline.train import sources
+    from enigma.store.experience import ExperienceStore
+
+    def refuse(experience, target):
+        raise RuntimeError("the saved result was not reused: the train stage would recompute it")
+
+    report: dict[str, dict[str, int]] = {}
+    seen: set[tuple[str, str]] = set()
+    for params_file in PARAMS_FILES:
+        from enigma.params import Params
+
+        params = Params.load(REPO / params_file)
+        for bench, entry in params.benchmarks.items():
+            if benchmarks and bench not in benchmarks:
+                continue
+            b = params.benchmark(bench)
+            b = dataclasses.replace(b, data_dir=data / bench)
+            if not b.store.is_dir():
+                continue
+            store = ExperienceStore.open(b.store)
+            rollouts = ExperienceStore.open(b.rollouts) if b.rollouts is not None else None
+            agents, _ = heldout_agents(b)
+            for full, names in ((False, entry.estimators), (True, entry.full_estimators)):
+                folder = results_root / bench / b.results_dir(full).name
+                for name in names:
+                    from enigma.estimators import benchmark_estimator
+
+                    est = benchmark_estimator(b, name, params)
+                    if (str(folder), est.name) in seen:  # a row of both files (the main run's): checked once
+                        continue
+                    seen.add((str(folder), est.name))
+                    saved = [a for a in agents if result_path(folder, est.name, a).is_file()][:n_agents]
+                    if not saved:
+                        continue
+                    est.estimate = refuse  # this instance only: a result not reused raises, nothing is written
+                    counts = report.setdefault(str(folder), {"reused": 0, "not reused": 0})
+                    for a in saved:
+                        targets = read_targets(b, a) if Regime.REPLIES_AT_LOGGED_STATES in est.regimes else None
+                        try:
+                            _, reused = evaluate_one(store, est, a, sources(b, targets, rollouts), folder)
+                        except RuntimeError:
+                            reused = False
+                        counts["reused" if reused else "not reused"] += 1
+                        print(f"{folder}/{est.name}/{a}: {'reused' if reused else 'NOT REUSED'}", flush=True)
+    for folder, counts in report.items():
+        print(f"{folder}: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
+    return report
+
+
 def check_configs() -> int:
     before = json.loads(CONFIGS_BEFORE.read_text())["configs"]
     now = resolved_configs()
@@ -189,6 +253,11 @@ def main() -> None:
     mig = sub.add_parser("migrate", help="rewrite the saved results' estimator fingerprints")
     mig.add_argument("data_dirs", nargs="+", type=Path, help="pipeline data folders (data/<benchmark>/results...)")
     mig.add_argument("--dry-run", action="store_true", help="count, write nothing")
+    ver = sub.add_parser("verify", help="the train stage's resume path reuses the migrated results")
+    ver.add_argument("data", type=Path, help="the pipeline data folder with the benchmarks' stores, targets and rollouts")
+    ver.add_argument("--results", type=Path, default=None, help="where the results folders are (default: DATA)")
+    ver.add_argument("--agents", type=int, default=2, help="agents per estimator")
+    ver.add_argument("--benchmark", action="append", default=None, help="only these benchmarks")
     args = ap.parse_args()
     sys.path.insert(0, str(REPO / "src"))
     sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -202,6 +271,9 @@ def main() -> None:
         print(f"wrote {CONFIGS_BEFORE}")
     elif args.mode == "configs":
         sys.exit(check_configs())
+    elif args.mode == "verify":
+        report = verify(args.data, args.results or args.data, args.agents, args.benchmark)
+        sys.exit(1 if any(c["not reused"] for c in report.values()) or not report else 0)
     else:
         migrate(args.data_dirs, args.dry_run)
 
