@@ -90,6 +90,11 @@ def test_presets_validate_and_unknown_names_are_rejected():
     assert DiceConfig.preset("bestdice").alpha_r == 1.0
     with pytest.raises(ValueError, match="unknown DICE preset"):
         DiceConfig.preset("nope")
+    # gradient descent-ascent was the preset named "default", which it is not: a params file that
+    # still says so is told its new name
+    assert DiceConfig.preset("gda").solver == "gda"
+    with pytest.raises(ValueError, match="unknown DICE preset 'default'.*is 'gda'"):
+        DiceConfig.from_section({"preset": "default"})
     with pytest.raises(ValueError):
         DiceConfig.from_section({"preset": "paper", "lr": -1})
     with pytest.raises(ValueError):

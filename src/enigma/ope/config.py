@@ -241,7 +241,9 @@ class DiceConfig(BaseModel):
     @classmethod
     def preset(cls, name: str, **overrides: Any) -> "DiceConfig":
         if name not in PRESETS:
-            raise ValueError(f"unknown DICE preset {name!r}; known: {sorted(PRESETS)}")
+            # the gradient descent-ascent preset was named "default" until issue 59, not the default
+            renamed = " (the preset once named 'default' is 'gda', gradient descent-ascent; ENIGMA's default: leave preset out)" if name == "default" else ""
+            raise ValueError(f"unknown DICE preset {name!r}; known: {sorted(PRESETS)}{renamed}")
         values = dict(PRESETS[name])
         values.update(overrides)
         return cls.model_validate(values)
