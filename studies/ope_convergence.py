@@ -56,8 +56,8 @@ RESULTS = REPO / "studies" / "results"
 SLOT_TOL, ESTIMATE_TOL = 0.03, 0.002
 # Rows: overrides on top of params.yaml's dice section.
 # Gradient descent-ascent as params.yaml had it until exact_nu became the default (project preset
-# "default", lr 0.5, lambda lr x0.25, 1000 steps, no penalty on nu)
-GDA = {"preset": "default", "alpha_nu": 0.0, "lr": 0.5, "lr_scale_lambda": 0.25, "steps": 1000, "log_every": 100}
+# "gda", formerly named "default"; lr 0.5, lambda lr x0.25, 1000 steps, no penalty on nu)
+GDA = {"preset": "gda", "alpha_nu": 0.0, "lr": 0.5, "lr_scale_lambda": 0.25, "steps": 1000, "log_every": 100}
 ROWS: dict[str, dict] = {
     "gradient descent-ascent (the default until now)": GDA,
     # zeta divided by its mean per slot position (E_D[zeta | slot] = 1 imposed instead of learned

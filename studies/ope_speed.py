@@ -36,16 +36,16 @@ RESULTS = REPO / "studies" / "results"
 ROWS: dict[str, dict] = {
     # params.yaml as committed for text until exact_nu became the default (whitened PCA to 32
     # dims, linear heads, gradient descent-ascent with lr 0.5)
-    "gradient descent-ascent (params.yaml until exact_nu)": {"preset": "default", "alpha_nu": 0.0, "lr": 0.5, "lr_scale_lambda": 0.25, "steps": 1000, "log_every": 100},
-    "PCA 32, hidden 16, lr 0.5, 1000 steps": {"preset": "default", "alpha_nu": 0.0, "lr": 0.5, "lr_scale_lambda": 0.25, "log_every": 100, "head_hidden": 16, "steps": 1000},
-    "PCA 32, hidden 16, lr 0.5, 1000 steps, zeta normalised per slot": {"preset": "default", "alpha_nu": 0.0, "lr": 0.5, "lr_scale_lambda": 0.25, "log_every": 100, "head_hidden": 16, "steps": 1000, "slot_normalise": True},
+    "gradient descent-ascent (params.yaml until exact_nu)": {"preset": "gda", "alpha_nu": 0.0, "lr": 0.5, "lr_scale_lambda": 0.25, "steps": 1000, "log_every": 100},
+    "PCA 32, hidden 16, lr 0.5, 1000 steps": {"preset": "gda", "alpha_nu": 0.0, "lr": 0.5, "lr_scale_lambda": 0.25, "log_every": 100, "head_hidden": 16, "steps": 1000},
+    "PCA 32, hidden 16, lr 0.5, 1000 steps, zeta normalised per slot": {"preset": "gda", "alpha_nu": 0.0, "lr": 0.5, "lr_scale_lambda": 0.25, "log_every": 100, "head_hidden": 16, "steps": 1000, "slot_normalise": True},
     # the first measurements of this script (same machine, same day): the 1552-d features with
     # 64-unit heads cost 2.56 s per full-batch step (3000 steps: about 2 hours), and lr 2 on
     # unwhitened PCA-64 features with 32-unit heads diverged at step 750 (0.18 s per step).
     # the best row of studies/ope_convergence.py (airline: 24/27 agents meet the stopping rule,
     # 12 s/agent): what it costs on See 2019's larger data, where the budget is 30 s per agent
     "slot-normalised, nu x4, zeta x2, up to 4000 steps with the stopping rule": {
-        "preset": "default", "alpha_nu": 0.0, "lr": 0.5, "lr_scale_lambda": 0.25, "log_every": 100,
+        "preset": "gda", "alpha_nu": 0.0, "lr": 0.5, "lr_scale_lambda": 0.25, "log_every": 100,
         "slot_normalise": True, "lr_scale_nu": 4.0, "lr_scale_zeta": 2.0, "steps": 4000,
         "stop_window": 500, "stop_min_steps": 1000},
     # nu solved in closed form, zeta by Newton steps under the slot constraints (enigma/ope/exact_nu.py),

@@ -43,6 +43,8 @@ def main() -> None:
     from enigma.params import Params
 
     text = subprocess.run(["git", "show", f"{args.old}:params.yaml"], cwd=REPO, check=True, capture_output=True, text=True).stdout
+    # the gradient descent-ascent preset was named "default" then (renamed gda since, issue 59)
+    text = text.replace("preset: default", "preset: gda")
     with tempfile.TemporaryDirectory() as tmp:
         (Path(tmp) / "params.yaml").write_text(text)
         old = Params.load(Path(tmp) / "params.yaml")

@@ -99,6 +99,13 @@ def test_without_params_yaml_enigma_runs_what_the_repositorys_params_yaml_runs(t
     # a params file without an estimators section runs it too
     (tmp_path / "mine.yaml").write_text("sample: {n_samples: 1}\n")
     assert dice_config("enigma", Params.load(tmp_path / "mine.yaml")) == repo
+    # and the library's bare defaults are that ENIGMA, not the gradient descent-ascent preset: the
+    # estimator without a config, and a dice section that names no preset (its keys override it)
+    from enigma.ope import DiceConfig, EnigmaEstimator
+
+    assert EnigmaEstimator().config == repo and DiceConfig.from_section(None) == repo
+    assert DiceConfig.from_section({"steps": 7}) == repo.model_copy(update={"steps": 7})
+    assert DiceConfig.from_section({"preset": "gda"}).solver == "gda"
 
 
 @pytest.mark.slow

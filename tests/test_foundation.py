@@ -57,7 +57,7 @@ def test_shared_values_fill_every_section_that_uses_them_unless_it_sets_its_own(
     p = tmp_path / "params.yaml"
     p.write_text("shared: {embedding_model: mpnet, embedding_cache: vecs, seed: 3}\n"
                  "comparators: {spe: {seed: 9}}\n"
-                 "estimators: {enigma: {dice: {preset: exact_nu}}, gda: {base: enigma, dice: {preset: default}}}\n")
+                 "estimators: {enigma: {dice: {preset: exact_nu}}, gda: {base: enigma, dice: {preset: gda}}}\n")
     params = Params.load(p)
     assert params.encode.model == "mpnet" and params.encode.cache.cache_dir == "vecs"
     assert params.comparators.embedding_model == "mpnet" and params.comparators.cache_dir == "vecs"
@@ -78,7 +78,7 @@ def test_a_benchmarks_knowledge_base_applies_where_no_entry_of_the_chain_sets_on
 
     airline = "python:enigma.sim.knowledge:airline"
     params = Params.from_dict({"estimators": {
-        "enigma": {"dice": {"encoder": "frozen"}},
+        "enigma": {"dice": {"preset": "gda", "encoder": "frozen"}},
         "studied": {"base": "enigma", "dice": {"knowledge": None}},  # kept as it was studied
         "on-studied": {"base": "studied", "dice": {"seed": 2}},  # inherits that choice
         "own": {"base": "enigma", "dice": {"knowledge": "python:my.base:facts"}},

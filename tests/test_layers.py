@@ -25,6 +25,7 @@ CONFIG_MODULES = {
     "enigma.comparators.config",
     "enigma.encoders.config",
     "enigma.evaluation.config",
+    "enigma.ope.config",
     "enigma.pipeline.config",
     "enigma.rollouts.config",
     "enigma.sampling.config",

@@ -25,6 +25,7 @@ from enigma.agents.config import ServeSettings, unsourced_stand_in
 from enigma.comparators.config import ComparatorsConfig
 from enigma.encoders.config import STAND_IN_REFUSAL, EncodeConfig
 from enigma.evaluation.config import ReportConfig
+from enigma.ope.config import ENIGMA_DEFAULT
 from enigma.pipeline.config import Benchmark, BenchmarkConfig, NightlyConfig, PipelineConfig
 from enigma.sampling.config import SampleConfig
 from enigma.sim.config import SimulateConfig
@@ -71,20 +72,6 @@ class EstimatorEntry(BaseModel):
     note: str | None = None
 
 
-# ENIGMA as params.yaml's ``estimators.enigma`` runs it, for a params file without an
-# ``estimators`` section and for a user outside the repository (no params.yaml): the package's
-# own default is the documented one, not DiceConfig's field defaults (gradient descent-ascent, the
-# weighted value, no interval). tests/test_cli_faults.py checks the two resolve alike.
-DEFAULT_ENIGMA_DICE: dict[str, Any] = {
-    "preset": "exact_nu", "tmax": None, "encoder": "frozen", "project_dim": 32, "pca": "randomized", "head_hidden": 0,
-    "alpha_nu": 0.0001, "agreement": True, "reply_measures": True, "grounding": True, "target_history": "source",
-    "value": "dr", "dr_slot_tol": 0.1, "q_ridge": 0.01, "q_model": "fqe",
-    "fqe": {"agreement": False, "ensemble": 3, "linear_members": 1}, "random_features": 0, "steps": 400,
-    "log_every": 5, "interval_resamples": 100, "interval_tol": 0.001, "interval_refit": "multipliers",
-    "batch_size": None, "missing_targets": "error",
-}
-
-
 def _fill(section: dict, key: str, value: Any) -> None:
     if value is not None:
         section.setdefault(key, value)
@@ -111,7 +98,7 @@ class Params(BaseModel):
     sample: SampleConfig = SampleConfig()
     serve: ServeSettings = ServeSettings()
     encode: EncodeConfig = EncodeConfig()
-    estimators: dict[str, EstimatorEntry] = {}  # without the section: ENIGMA as params.yaml runs it (DEFAULT_ENIGMA_DICE)
+    estimators: dict[str, EstimatorEntry] = {}  # without the section: ENIGMA as params.yaml runs it (enigma.ope.config.ENIGMA_DEFAULT)
     comparators: ComparatorsConfig = ComparatorsConfig()
     report: ReportConfig = ReportConfig()
     tracking: TrackingConfig = TrackingConfig()
@@ -145,7 +132,9 @@ class Params(BaseModel):
         _fill(transcripts, "encoder", model)
         _fill(transcripts, "embed_cache_dir", cache)
         if data.get("estimators") is None:
-            data["estimators"] = {"enigma": {"dice": copy.deepcopy(DEFAULT_ENIGMA_DICE)}}
+            # a params file without the section, or a user outside the repository: the package's own
+            # ENIGMA (ENIGMA_DEFAULT, the one params.yaml runs), not DiceConfig's field defaults
+            data["estimators"] = {"enigma": {"dice": copy.deepcopy(ENIGMA_DEFAULT)}}
         estimators = data["estimators"] if isinstance(data["estimators"], dict) else {}
         for entry in estimators.values():
             if isinstance(entry, dict) and entry.get("base") is None:  # a variant inherits them from its base

@@ -89,7 +89,7 @@ def test_agreement_is_appended_after_the_text_blocks_and_masked(cache):
 def test_pca_leaves_the_agreement_features_alone(cache):
     enc = FrozenPairEncoder(cache, agreement=True)
     prepared = enc.prepare([D], max_agent_turns=3)
-    cfg = DiceConfig.preset("default", project_dim=2)
+    cfg = DiceConfig.preset("gda", project_dim=2)
     mask = torch.tensor([[[True, False], [True, False], [True, True]]])
     data = DiceData(["d"], torch.tensor([D.n_agent_turns]), mask, np.zeros((1, 0)), [])
     feats = Features(enc, prepared, data, torch.device("cpu"), cfg)
@@ -99,7 +99,7 @@ def test_pca_leaves_the_agreement_features_alone(cache):
     # text_dim: the leading text columns, which a Q told to leave the agreement block out reads
     # (fqe.agreement: false), with or without the PCA and with random features appended after
     assert feats.text_dim == 2
-    for c in (DiceConfig.preset("default"), DiceConfig.preset("default", project_dim=2, random_features=4)):
+    for c in (DiceConfig.preset("gda"), DiceConfig.preset("gda", project_dim=2, random_features=4)):
         f = Features(enc, prepared, data, torch.device("cpu"), c)
         assert f.text_dim == (2 if c.project_dim else enc.dim - AGREEMENT_DIM)
         torch.testing.assert_close(f(None)[0][0, :, f.text_dim : f.text_dim + AGREEMENT_DIM], prepared.agreement[:, 0])

@@ -89,19 +89,17 @@ def test_without_sources_source_is_the_logged_reading(cache):
     torch.testing.assert_close(logged, logged_default)
 
 
-def test_the_setting_needs_the_frozen_encoder_and_leaves_the_default_out_of_fingerprints(cache):
+def test_the_setting_needs_the_frozen_encoder_and_keys_saved_results(cache):
     from enigma.ope.estimator import EnigmaEstimator
 
     with pytest.raises(ValueError, match="target_history"):
-        DiceConfig.preset("default", encoder="finetune", target_history="own")
+        DiceConfig.preset("gda", encoder="finetune", target_history="own")
     # onehot's states are the whole history: nothing to read it after but the logs (no sources there)
     assert DiceConfig.preset("exact_nu", encoder="onehot", target_history="own").target_history == "source"
     with pytest.raises(ValueError, match="target_history"):
         FrozenPairEncoder(cache, target_history="theirs")
-    # the default reads sources where a stand-in recorded them, and is the logged reading
-    # elsewhere: results saved before the setting (no table had sources then) stay valid
+    # the default reads sources where a stand-in recorded them, and is the logged reading elsewhere
     assert DiceConfig.preset("exact_nu").target_history == "source"
-    assert "target_history" not in EnigmaEstimator(DiceConfig.preset("exact_nu")).fingerprint()
-    for other in ("logged", "own"):
+    for other in ("source", "logged", "own"):
         fingerprint = EnigmaEstimator(DiceConfig.preset("exact_nu", target_history=other)).fingerprint()
         assert f'"target_history": "{other}"' in fingerprint

@@ -29,7 +29,7 @@ def test_estimate_runs_with_text_encoder(kind, problem, tiny_model_dir, tiny_ber
         encoder = FrozenPairEncoder(EmbeddingCache(str(tiny_model_dir), tmp_path, progress=False), projection_dim=8)
     else:
         encoder = FinetunePairEncoder(tiny_bert, tokenizer=tiny_tokenizer)
-    cfg = ope.DiceConfig.preset("default", encoder=kind, head_hidden=8, tmax=3, steps=6, log_every=3, device="cpu")
+    cfg = ope.DiceConfig.preset("gda", encoder=kind, head_hidden=8, tmax=3, steps=6, log_every=3, device="cpu")
     est = ope.EnigmaEstimator(cfg, encoder=encoder, progress=False)
     out = est.estimate(store, HeldOutAgent("t", target_actions=actions)).estimates
     assert out and all(math.isfinite(v) for v in out.values())

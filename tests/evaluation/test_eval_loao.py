@@ -111,7 +111,7 @@ def test_resume_skips_finished_work_and_reruns_on_change(tmp_path, store):
 
 def test_a_new_numerics_version_reruns_saved_results(tmp_path, store):
     """Results are reused by settings, so a code change that moves an estimator's numbers bumps
-    its ``numerics``; version 1 is the same as none, so results saved before versions stay valid."""
+    its ``numerics``; an estimator that names none is at version 1."""
     est = RecordingMean()
     loao.run_loao(store, [est], _sources(store), results_dir=tmp_path, progress=False)
     est.numerics = 1

@@ -231,7 +231,7 @@ def test_a_doubly_robust_value_from_unbalanced_slots_is_flagged_and_exits_3(tabu
 
     work, t = tabular_store, "soft"
     params = yaml.safe_load(PARAMS.read_text())
-    params["estimators"]["enigma"]["dice"] = dict(preset="default", encoder="onehot", tmax=3, head_hidden=0, steps=20,
+    params["estimators"]["enigma"]["dice"] = dict(preset="gda", encoder="onehot", tmax=3, head_hidden=0, steps=20,
                                                   log_every=10, q_model="lstd", device="cpu", **over)
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
     r = enigma("estimate", "--experience", work / "store", f"--target={t}=python:enigma.ope.tabular:{t}",

@@ -23,19 +23,20 @@ def _cfg(**kw) -> DiceConfig:
 
 def test_the_interval_needs_exact_nu_and_enough_resamples():
     with pytest.raises(ValueError, match="needs solver exact_nu"):
-        DiceConfig.preset("default", interval_resamples=200)
+        DiceConfig.preset("gda", interval_resamples=200)
     with pytest.raises(ValueError, match="at least 20"):
         _cfg(interval_resamples=5)
 
 
-def test_interval_settings_leave_the_fingerprint_alone_while_there_is_no_interval():
+def test_interval_settings_key_the_result_even_without_an_interval():
+    # the fingerprint is every setting, read or not: no rule of which ones a run without an
+    # interval reads to keep in step with the code
     a = EnigmaEstimator(_cfg(interval_resamples=0, interval_level=0.9)).fingerprint()
-    assert a == EnigmaEstimator(_cfg(interval_resamples=0, interval_level=0.8)).fingerprint()
-    assert a == EnigmaEstimator(_cfg(interval_resamples=0, interval_refit="kkt")).fingerprint()
-    assert a != EnigmaEstimator(_cfg()).fingerprint()  # a result with intervals is another result
-    # the refit method came after results were saved: at its default it is left out (they stay
-    # valid); the other method gives other draws, so another result
-    assert "interval_refit" not in EnigmaEstimator(_cfg()).fingerprint()
+    assert a != EnigmaEstimator(_cfg(interval_resamples=0, interval_level=0.8)).fingerprint()
+    assert a != EnigmaEstimator(_cfg(interval_resamples=0, interval_level=0.9, interval_refit="kkt")).fingerprint()
+    assert a != EnigmaEstimator(_cfg(interval_level=0.9)).fingerprint()  # a result with intervals is another result
+    # the other refit method gives other draws, so another result
+    assert '"interval_refit": "multipliers"' in EnigmaEstimator(_cfg()).fingerprint()
     assert EnigmaEstimator(_cfg(interval_refit="kkt")).fingerprint() != EnigmaEstimator(_cfg()).fingerprint()
 
 

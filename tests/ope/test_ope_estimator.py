@@ -31,7 +31,7 @@ def problem():
 def _cfg(**kw):
     values = dict(encoder="onehot", head_hidden=0, tmax=3, steps=40, lr=2.0, log_every=20, device="cpu")
     values.update(kw)
-    return DiceConfig.preset("default", **values)
+    return DiceConfig.preset("gda", **values)
 
 
 def test_estimator_follows_the_protocol(problem):
@@ -129,7 +129,7 @@ def test_cli_estimate_writes_estimates_and_curves_and_resumes(problem, tmp_path)
     store.write(tmp_path / "store")
     pq.write_table(ta, tmp_path / "t.parquet")
     params = tmp_path / "params.yaml"
-    params.write_text("estimators:\n  enigma:\n    dice: {preset: default, encoder: onehot, head_hidden: 0, tmax: 3, steps: 40, log_every: 20, "
+    params.write_text("estimators:\n  enigma:\n    dice: {preset: gda, encoder: onehot, head_hidden: 0, tmax: 3, steps: 40, log_every: 20, "
                       "lr: 2.0, device: cpu}\n")
     args = ["estimate", "--experience", str(tmp_path / "store"), "--target-actions", f"t={tmp_path / 't.parquet'}",
             "--exclude-agents", "b2", "--out", str(tmp_path / "out"), "--params", str(params), "-q"]
@@ -191,34 +191,32 @@ def test_onehot_stays_exact_whatever_the_text_settings_say(problem):
     assert heads.zeta_net[-1].in_features == est.encoder().dim > 5  # one coordinate per state-action pair
 
 
-def test_random_features_need_fixed_features_and_leave_saved_results_alone():
+def test_random_features_need_fixed_features_and_key_the_saved_result():
     with pytest.raises(ValueError, match="random_features"):
-        DiceConfig.from_section({"preset": "default", "encoder": "finetune", "random_features": 8})
+        DiceConfig.from_section({"preset": "gda", "encoder": "finetune", "random_features": 8})
     assert DiceConfig.from_section({"preset": "exact_nu", "encoder": "onehot", "random_features": 8}).random_features == 0
     base = DiceConfig.preset("exact_nu")
-    # without random features the fingerprint is the one results were saved under before the setting existed
-    assert "random_features" not in json.loads(EnigmaEstimator(base).fingerprint())["dice"]
+    assert json.loads(EnigmaEstimator(base).fingerprint())["dice"]["random_features"] == 0  # none: still in the key
     wide = EnigmaEstimator(base.model_copy(update={"random_features": 8})).fingerprint()
     assert wide != EnigmaEstimator(base).fingerprint()
     assert wide != EnigmaEstimator(base.model_copy(update={"random_features": 8, "random_features_scale": 2.0})).fingerprint()
 
 
 
-def test_position_settings_at_their_defaults_leave_saved_results_alone():
-    """turn_interactions, fqe.position, dr_slot_tol, grounding and reply_measures came after results were saved:
-    at their defaults the fingerprint omits them; set, it changes (dr_slot_tol only where the
-    value is dr)."""
+def test_every_setting_keys_a_saved_result_at_every_value():
+    """The fingerprint is the whole resolved configuration: no setting is left out at its default
+    or where the run does not read it (a rule of which settings a run reads would be one more
+    table to keep in step with the code), so each of these changes it, dr_slot_tol under the
+    weighted value too."""
     with pytest.raises(ValueError, match="turn_interactions"):
-        DiceConfig.from_section({"preset": "default", "encoder": "finetune", "turn_interactions": True})
+        DiceConfig.from_section({"preset": "gda", "encoder": "finetune", "turn_interactions": True})
     base = DiceConfig.preset("exact_nu", value="dr", q_model="fqe")
-    saved = json.loads(EnigmaEstimator(base).fingerprint())["dice"]
-    assert "turn_interactions" not in saved and "position" not in saved["fqe"] and "dr_slot_tol" not in saved
-    assert "grounding" not in saved and "reply_measures" not in saved
+    assert json.loads(EnigmaEstimator(base).fingerprint())["dice"] == base.model_dump(mode="json")
     for update in ({"turn_interactions": True}, {"fqe": base.fqe.model_copy(update={"position": True})}, {"dr_slot_tol": 0.5},
                    {"grounding": True}, {"reply_measures": True}):
         assert EnigmaEstimator(base.model_copy(update=update)).fingerprint() != EnigmaEstimator(base).fingerprint(), update
     weighted = DiceConfig.preset("exact_nu")
-    assert EnigmaEstimator(weighted.model_copy(update={"dr_slot_tol": 0.5})).fingerprint() == EnigmaEstimator(weighted).fingerprint()
+    assert EnigmaEstimator(weighted.model_copy(update={"dr_slot_tol": 0.5})).fingerprint() != EnigmaEstimator(weighted).fingerprint()
 
 
 def _enigma(p):
@@ -235,7 +233,7 @@ def test_the_enigma_entry_of_params_builds_the_estimator_with_its_embedding_cach
     p.write_text("encode:\n  cache:\n    cache_dir: somewhere\nestimators:\n  enigma:\n    dice: {preset: paper, tmax: 9}\n")
     est = _enigma(p)
     assert est.config.tmax == 9 and est.config.schedule == "inverse_sqrt" and est.encode.cache.cache_dir == "somewhere"
-    p.write_text("estimators:\n  enigma:\n    dice: {preset: default, lr: -1}\n")
+    p.write_text("estimators:\n  enigma:\n    dice: {preset: gda, lr: -1}\n")
     with pytest.raises(ParamsError, match="estimators.enigma.dice"):
         _enigma(p)
     p.write_text("encode:\n  frozen:\n    blocks: [nope]\n")
@@ -246,7 +244,7 @@ def test_the_enigma_entry_of_params_builds_the_estimator_with_its_embedding_cach
 def test_the_frozen_encoder_is_built_as_the_encode_section_says(tmp_path):
     p = tmp_path / "params.yaml"
     p.write_text(f"encode:\n  cache:\n    cache_dir: {tmp_path / 'emb'}\n  frozen:\n    blocks: [last_user, position]\n"
-                 "    position_buckets: 4\nestimators:\n  enigma:\n    dice:\n      encoder: frozen\n")
+                 "    position_buckets: 4\nestimators:\n  enigma:\n    dice:\n      preset: gda\n      encoder: frozen\n")
     est = _enigma(p)
     enc = est.encoder()
     assert enc.blocks == ("last_user", "position") and enc.position_buckets == 4
@@ -281,7 +279,7 @@ def test_rating_without_values_is_null_in_estimates_json(problem, tmp_path):
     ExperienceStore(d, store.turns).write(tmp_path / "store")
     pq.write_table(ta, tmp_path / "t.parquet")
     params = tmp_path / "params.yaml"
-    params.write_text("estimators:\n  enigma:\n    dice: {encoder: onehot, head_hidden: 0, tmax: 3, steps: 20, log_every: 10, device: cpu}\n")
+    params.write_text("estimators:\n  enigma:\n    dice: {preset: gda, encoder: onehot, head_hidden: 0, tmax: 3, steps: 20, log_every: 10, device: cpu}\n")
     res = CliRunner().invoke(app, ["estimate", "-e", str(tmp_path / "store"), "--target-actions", f"t={tmp_path / 't.parquet'}",
                                    "-o", str(tmp_path / "out"), "--params", str(params), "-q"])
     assert res.exit_code == 0, res.output
@@ -307,7 +305,7 @@ def test_cli_estimate_with_nonlinear_heads_reports_the_doubly_robust_value(probl
     pq.write_table(ta, tmp_path / "t.parquet")
     # slot_normalise: a 40-step run leaves the slot masses out of balance, which flags a dr value
     # (tests/ope/test_estimate_user_path.py); normalised per slot they are in balance
-    dice = dict(preset="default", encoder="onehot", head_hidden=8, tmax=3, steps=40, log_every=20, lr=1.0, device="cpu",
+    dice = dict(preset="gda", encoder="onehot", head_hidden=8, tmax=3, steps=40, log_every=20, lr=1.0, device="cpu",
                 value="dr", q_model="lstd", slot_normalise=True)
     params = tmp_path / "params.yaml"
     params.write_text(json.dumps({"estimators": {"enigma": {"dice": dice}}}))  # JSON is YAML

@@ -48,7 +48,7 @@ def _targets(mdp: TabularDialogueMDP) -> list[TabularPolicy]:
 def _config(**kw) -> DiceConfig:
     values = dict(encoder="onehot", head_hidden=0, tmax=3, steps=1000, lr=2.0, log_every=250, device="cpu")
     values.update(kw)
-    return DiceConfig.preset("default", **values)
+    return DiceConfig.preset("gda", **values)
 
 
 def _check(mdp, store, policy, cfg, tol_exact=0.02):

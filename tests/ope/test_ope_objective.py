@@ -20,7 +20,7 @@ def _values(zeta, nu, nu_next):
 
 
 def test_lagrangian_matches_the_formula_by_hand():
-    cfg = DiceConfig.preset("default", lambda_per_slot=False)
+    cfg = DiceConfig.preset("gda", lambda_per_slot=False)
     v = _values([[1.0, 2.0, 0.5]], [[0.1, 0.2, 0.3]], [[0.2, 0.3, 0.1]])
     lam = torch.tensor([0.7])
     zeta, nu, nxt = [1.0, 2.0, 0.5], [0.1, 0.2, 0.3], [0.2, 0.3, 0.1]
@@ -29,7 +29,7 @@ def test_lagrangian_matches_the_formula_by_hand():
 
 
 def test_lagrangian_options_half_square_nu_penalty_and_reward():
-    cfg = DiceConfig.preset("default", zeta_penalty="half_square", alpha_nu=0.5, alpha_r=2.0, normalise=False, lambda_per_slot=False)
+    cfg = DiceConfig.preset("gda", zeta_penalty="half_square", alpha_nu=0.5, alpha_r=2.0, normalise=False, lambda_per_slot=False)
     v = _values([[1.0, 2.0]], [[1.0, -1.0]], [[0.0, 0.0]])
     want = ((1 * (0 - 1) - 0.5) + (2 * (0 + 1) - 2.0)) / 2 + 0.5 * (0.5 + 0.5) / 2 + 2.0 * 2.0 * 0.25
     assert float(lagrangian(v, torch.tensor([5.0]), cfg, torch.tensor([0.25]))) == pytest.approx(want)
@@ -90,6 +90,11 @@ def test_presets_validate_and_unknown_names_are_rejected():
     assert DiceConfig.preset("bestdice").alpha_r == 1.0
     with pytest.raises(ValueError, match="unknown DICE preset"):
         DiceConfig.preset("nope")
+    # gradient descent-ascent was the preset named "default", which it is not: a params file that
+    # still says so is told its new name
+    assert DiceConfig.preset("gda").solver == "gda"
+    with pytest.raises(ValueError, match="unknown DICE preset 'default'.*is 'gda'"):
+        DiceConfig.from_section({"preset": "default"})
     with pytest.raises(ValueError):
         DiceConfig.from_section({"preset": "paper", "lr": -1})
     with pytest.raises(ValueError):
@@ -100,7 +105,7 @@ def test_presets_validate_and_unknown_names_are_rejected():
 def test_stopping_rule_needs_a_full_stable_window():
     from enigma.ope.gda import converged
 
-    cfg = DiceConfig.preset("default", stop_window=200, stop_slot_tol=0.03, stop_estimate_tol=0.002)
+    cfg = DiceConfig.preset("gda", stop_window=200, stop_slot_tol=0.03, stop_estimate_tol=0.002)
 
     def row(step, slot=1.0, est=0.5):
         return {"step": step, "zeta_slot_0": slot, "zeta_slot_1": 1.0, "estimate_a": est}

@@ -39,7 +39,7 @@ def test_finetune_encoder_trains_with_the_heads():
     mdp = TabularDialogueMDP(max_turns=2, p_agent_first=0.3)
     store = mdp.logs([mdp.random_policy("b", 1)], 24, seed=0)
     ta = target_actions(store, mdp.random_policy("t", 7), n_samples=2, seed=0)
-    cfg = DiceConfig.preset("default", encoder="finetune", head_hidden=8, tmax=3, steps=6, batch_size=8,
+    cfg = DiceConfig.preset("gda", encoder="finetune", head_hidden=8, tmax=3, steps=6, batch_size=8,
                             log_every=3, average_last=0.5, device="cpu")
     est = EnigmaEstimator(cfg, encoder=encoder, progress=False)
     full = est.estimate_full(store, HeldOutAgent("t", target_actions=ta))

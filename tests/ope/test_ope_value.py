@@ -83,7 +83,7 @@ def test_dice_value_picks_the_reported_estimate_and_its_interval(fitted):
         assert low <= values[r]["dr"] <= high
     assert EnigmaEstimator(dr_cfg).fingerprint() != EnigmaEstimator(cfg).fingerprint()
     with pytest.raises(ValueError, match="fixed features"):
-        DiceConfig.preset("default", value="dr", encoder="finetune")
+        DiceConfig.preset("gda", value="dr", encoder="finetune")
 
 
 @pytest.mark.parametrize("slot_normalise", [False, True])
@@ -98,7 +98,7 @@ def test_nonlinear_zeta_heads_get_the_doubly_robust_value(slot_normalise):
     policy = _targets(mdp)[1]
     ta = target_actions(store, policy, n_samples=2, seed=0)
     ce = certainty_equivalence_value(store, ta)
-    cfg = DiceConfig.preset("default", encoder="onehot", head_hidden=16, tmax=3, steps=150, lr=1.0, log_every=50, device="cpu",
+    cfg = DiceConfig.preset("gda", encoder="onehot", head_hidden=16, tmax=3, steps=150, lr=1.0, log_every=50, device="cpu",
                             value="dr", q_model="lstd", slot_normalise=slot_normalise)
     out = EnigmaEstimator(cfg, progress=False).estimate_full(store, HeldOutAgent(policy.name, target_actions=ta))
     run = out.runs["all"]
@@ -191,9 +191,10 @@ def test_fitted_q_evaluation_through_the_estimator(fitted):
         low, high = out.intervals[r]
         assert low <= values[r]["dr"] <= high
     assert EnigmaEstimator(fqe_cfg).fingerprint() != EnigmaEstimator(cfg.model_copy(update={"value": "dr", "interval_resamples": 20})).fingerprint()
-    # the weighted value reads no Q: its saved results stay valid whichever Q is fitted beside it
+    # the weighted value reads no Q, but the Q fitted beside it is a setting like any other: the
+    # fingerprint keys every setting, not the ones a value happens to read
     weighted = cfg.model_copy(update={"value": "weighted"})
-    assert EnigmaEstimator(weighted.model_copy(update={"q_model": "fqe"})).fingerprint() == EnigmaEstimator(weighted).fingerprint()
+    assert EnigmaEstimator(weighted.model_copy(update={"q_model": "fqe"})).fingerprint() != EnigmaEstimator(weighted).fingerprint()
 
 
 def test_fitted_q_reads_only_the_columns_it_is_given(fitted):
@@ -252,7 +253,7 @@ def test_the_fitted_q_can_read_its_own_projection_of_the_text_vectors():
     On the text path (one-hot vectors handed to a frozen encoder) the heads keep every column, so
     zeta is exact and the doubly robust value stays the certainty-equivalence value whatever the
     Q reads; the Q's own value moves when it reads a 3-dimensional projection; and the setting
-    is part of a saved result's fingerprint only when it is set."""
+    is part of a saved result's fingerprint, set or not."""
     from enigma.encoders.onehot import OneHotPairEncoder
 
     torch.set_num_threads(1)
@@ -272,7 +273,7 @@ def test_the_fitted_q_can_read_its_own_projection_of_the_text_vectors():
     for r in RATINGS:
         assert abs(small[r]["dr"] - ce[r]) < 0.002, (r, small[r], ce[r])
     assert max(abs(small[r]["q"] - wide[r]["q"]) for r in RATINGS) > 1e-3
-    assert "project_dim" not in json.loads(EnigmaEstimator(base).fingerprint())["dice"]["fqe"]  # results saved before it stay valid
+    assert json.loads(EnigmaEstimator(base).fingerprint())["dice"]["fqe"]["project_dim"] is None
     assert EnigmaEstimator(narrow).fingerprint() != EnigmaEstimator(base).fingerprint()
 
 
@@ -371,7 +372,7 @@ def test_an_lstd_residual_makes_any_fitted_q_exact_on_tabular_features(fitted):
 def test_the_fqe_q_settings_studied_for_persona_guess_run_through_the_estimator(fitted):
     """``fqe.linear_members`` and ``fqe.lstd_residual`` on the user's path: the dr value stays the
     certainty-equivalence value (zeta is exact here) with the interval around it, each setting
-    changes the fingerprint, and at its default neither enters it (results saved before stay valid)."""
+    changes the fingerprint, and at its default each is in it too."""
     mdp, store, policy, ta, cfg, est, result = fitted
     ce = certainty_equivalence_value(store, ta)
     base = cfg.model_copy(update={"value": "dr", "q_model": "fqe", "interval_resamples": 10})
@@ -383,7 +384,7 @@ def test_the_fqe_q_settings_studied_for_persona_guess_run_through_the_estimator(
             low, high = out.intervals[r]
             assert low <= out.estimates[r]["estimate"] <= high
         assert EnigmaEstimator(studied).fingerprint() != EnigmaEstimator(base).fingerprint()
-        assert not set(setting) & set(json.loads(EnigmaEstimator(base).fingerprint())["dice"]["fqe"])
+        assert set(setting) <= set(json.loads(EnigmaEstimator(base).fingerprint())["dice"]["fqe"])
 
 
 def test_the_fqe_linear_path_reads_a_small_linear_rating():

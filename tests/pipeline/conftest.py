@@ -67,8 +67,8 @@ def workspace(tmp_path: Path) -> dict:
     params = {
         "sample": {"cache_dir": str(tmp_path / "sample-cache")},
         "report": {"plots": False, "bootstrap_resamples": 50, "out_dir": str(tmp_path / "reports")},
-        # Real ENIGMA, sized for a test: one-hot encoder, a short run.
-        "estimators": {"enigma": {"dice": {"encoder": "onehot", "steps": 60, "log_every": 20}}},
+        # Real ENIGMA, sized for a test: gradient descent-ascent on the one-hot encoder, a short run.
+        "estimators": {"enigma": {"dice": {"preset": "gda", "encoder": "onehot", "steps": 60, "log_every": 20}}},
         "pipeline": {"data_dir": str(tmp_path / "data"), "runner": "threads", "max_workers": 2, "retries": 0},
         "benchmarks": {
             "tiny": {

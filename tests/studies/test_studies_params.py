@@ -42,10 +42,12 @@ def test_the_labs_results_and_reports_go_apart_from_the_products():
 
 
 def test_a_studied_row_keeps_its_own_knowledge_choice():
+    from enigma.estimators import benchmark_estimator  # Benchmark.build_estimator moved there (layers)
+
     lab = Params.load(LAB)
     airline = lab.benchmark("airline")
-    assert airline.build_estimator("enigma-without-knowledge", lab).config.knowledge is None
-    assert (airline.build_estimator("enigma-simulator-knowledge", lab).config.knowledge
+    assert benchmark_estimator(airline, "enigma-without-knowledge", lab).config.knowledge is None
+    assert (benchmark_estimator(airline, "enigma-simulator-knowledge", lab).config.knowledge
             == "python:enigma.sim.knowledge:airline_checked_every_turn")
 
 

@@ -54,12 +54,11 @@ def target_fingerprint(target: HeldOutAgent) -> str:
 
 
 def estimator_fingerprint(estimator: Estimator) -> str:
-    """The estimator's name, regimes, ``fingerprint()`` (its settings) and the version of its
-    numbers (``numerics``, bumped by a code change that moves them), digested. Version 1 adds
-    nothing, so results saved before estimators had a version stay valid."""
+    """The estimator's name, regimes, ``fingerprint()`` (all its settings) and the version of its
+    numbers (``numerics``, bumped by a code change that moves them; 1 for an estimator that names
+    none), digested."""
     numerics = getattr(estimator, "numerics", 1)
-    version = "" if numerics == 1 else f"|numerics={numerics}"
-    return hashlib.sha256(f"{estimator.name}|{regime_names(estimator)}|{estimator.fingerprint()}{version}".encode()).hexdigest()[:16]
+    return hashlib.sha256(f"{estimator.name}|{regime_names(estimator)}|{estimator.fingerprint()}|numerics={numerics}".encode()).hexdigest()[:16]
 
 
 def result_fingerprint(experience: ExperienceStore, estimator: Estimator, target: HeldOutAgent) -> str:

@@ -7,24 +7,12 @@ Every constant of the objective and the optimiser lives here and in the ``dice``
 
 from __future__ import annotations
 
+import copy
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from enigma.encoders.config import KNOWLEDGE_SPEC
-
-
-# settings that change nothing while interval_resamples is 0: left out of a fingerprint then
-INTERVAL_FIELDS = frozenset({"interval_resamples", "interval_level", "interval_tol", "interval_steps", "interval_refit"})
-# settings added after results were saved, left out of a fingerprint while at these values (the
-# weighted estimate does not read q_ridge): the saved results stay valid
-VALUE_DEFAULTS = {"value": "weighted", "q_ridge": 1e-6}
-RANDOM_FEATURE_DEFAULTS = {"random_features": 0, "random_features_scale": 1.0}
-# settings added after results were saved that change nothing at these values (the dr value's
-# guard only flags): left out of a fingerprint while at them
-LATER_DEFAULTS = {"turn_interactions": False, "dr_slot_tol": 0.1, "grounding": False, "reply_measures": False, "pca": "randomized", "request": False, "knowledge": None, "interval_refit": "multipliers", "target_history": "source"}
-Q_MODEL_FIELDS = frozenset({"q_model", "fqe"})  # left out of a fingerprint while q_model is lstd or the value weighted
-FQE_DEFAULTS = {"project_dim": None, "position": False, "ensemble": 1, "standardise": False, "linear_members": 0, "lstd_residual": False}  # fqe fields left out of a fingerprint at these values (results saved before them stay valid)
 
 
 class FqeConfig(BaseModel):
@@ -189,8 +177,8 @@ class DiceConfig(BaseModel):
     # frozen: whose earlier turns a target reply follows in its pair's features (the state's
     # prev_agent block and the reply measures): for a reply retrieved by a stand-in that records
     # its sources, the conversation it was said in, and for any other reply the logged dialogue
-    # (source, the default: without sources it is logged exactly, so results saved before the
-    # setting stay valid); the logged dialogue's always (logged); or the target's own replies at
+    # (source, the default: without sources it is the logged dialogue exactly); the logged
+    # dialogue's always (logged); or the target's own replies at
     # the dialogue's earlier agent turns (own). Measured: studies/docs/estimator-history.md
     target_history: Literal["logged", "own", "source"] = "source"
     device: Literal["auto", "cpu", "cuda"] = "auto"
@@ -253,16 +241,22 @@ class DiceConfig(BaseModel):
     @classmethod
     def preset(cls, name: str, **overrides: Any) -> "DiceConfig":
         if name not in PRESETS:
-            raise ValueError(f"unknown DICE preset {name!r}; known: {sorted(PRESETS)}")
+            # the gradient descent-ascent preset was named "default" until issue 59, not the default
+            renamed = " (the preset once named 'default' is 'gda', gradient descent-ascent; ENIGMA's default: leave preset out)" if name == "default" else ""
+            raise ValueError(f"unknown DICE preset {name!r}; known: {sorted(PRESETS)}{renamed}")
         values = dict(PRESETS[name])
         values.update(overrides)
         return cls.model_validate(values)
 
     @classmethod
     def from_section(cls, section: dict[str, Any] | None) -> "DiceConfig":
-        """A params.yaml ``dice`` section: ``preset`` (default ``default``) plus overrides."""
-        data = dict(section or {})
-        name = data.pop("preset", "default")
+        """A params.yaml ``dice`` section: ``preset`` plus overrides. Without ``preset`` the
+        section overrides ENIGMA as the product runs it (``ENIGMA_DEFAULT``), so an empty
+        section is ENIGMA, not the bare field defaults (gradient descent-ascent)."""
+        data = copy.deepcopy(dict(section or {}))
+        if "preset" not in data:
+            data = {**copy.deepcopy(ENIGMA_DEFAULT), **data}
+        name = data.pop("preset")
         return cls.preset(name, **data)
 
 
@@ -289,10 +283,11 @@ DUALDICE = dict(_YANG, alpha_nu=0.0, alpha_zeta=1.0, alpha_r=0.0, normalise=Fals
 GENDICE = dict(_YANG, alpha_nu=1.0, alpha_zeta=0.0, alpha_r=0.0, normalise=True, zeta_activation="square")
 BESTDICE = dict(_YANG, alpha_nu=0.0, alpha_zeta=1.0, alpha_r=1.0, normalise=True, zeta_activation="square")
 
-# The project default, chosen by studies/ope_tabular.py (results in studies/results/
-# ope_tabular.md): two-timescale gradient descent-ascent with zeta the slower player, one
-# lambda per slot position, and a final pass with weights averaged over the last 20%.
-DEFAULT: dict[str, Any] = dict(
+# The gradient descent-ascent solver, the project default before exact_nu (chosen by
+# studies/ope_tabular.py, results in studies/results/ope_tabular.md): two-timescale gradient
+# descent-ascent with zeta the slower player, one lambda per slot position, and a final pass with
+# weights averaged over the last 20% (params.yaml's enigma-gda row).
+GDA: dict[str, Any] = dict(
     alpha_zeta=1.0, zeta_penalty="square", alpha_nu=0.0, alpha_r=0.0, normalise=True,
     lambda_per_slot=True, zeta_activation="square", optimizer="sgd", optimistic=False,
     lr=2.0, lr_scale_zeta=0.1, lr_scale_nu=1.0, lr_scale_lambda=0.05, lr_scale_encoder=0.01,
@@ -310,10 +305,23 @@ EXACT_NU: dict[str, Any] = dict(
 )
 
 PRESETS: dict[str, dict[str, Any]] = {
-    "default": DEFAULT,
+    "gda": GDA,
     "exact_nu": EXACT_NU,
     "paper": PAPER,
     "dualdice": DUALDICE,
     "gendice": GENDICE,
     "bestdice": BESTDICE,
+}
+
+# ENIGMA as the product runs it (params.yaml's ``estimators.enigma``): what ``EnigmaEstimator()``
+# and a ``dice`` section without ``preset`` mean, and the estimators section of a params file
+# without one (enigma.params). Not DiceConfig's field defaults, which every preset starts from.
+# tests/test_cli_faults.py checks that params.yaml's enigma resolves to it.
+ENIGMA_DEFAULT: dict[str, Any] = {
+    "preset": "exact_nu", "tmax": None, "encoder": "frozen", "project_dim": 32, "pca": "randomized", "head_hidden": 0,
+    "alpha_nu": 0.0001, "agreement": True, "reply_measures": True, "grounding": True, "target_history": "source",
+    "value": "dr", "dr_slot_tol": 0.1, "q_ridge": 0.01, "q_model": "fqe",
+    "fqe": {"agreement": False, "ensemble": 3, "linear_members": 1}, "random_features": 0, "steps": 400,
+    "log_every": 5, "interval_resamples": 100, "interval_tol": 0.001, "interval_refit": "multipliers",
+    "batch_size": None, "missing_targets": "error",
 }

@@ -22,7 +22,7 @@ import torch
 from enigma.contracts import EstimateResult, HeldOutAgent, Regime, Turn
 from enigma.encoders.base import DialogueActions, PairEncoder
 from enigma.encoders.config import EncodeConfig
-from enigma.ope.config import FQE_DEFAULTS, INTERVAL_FIELDS, LATER_DEFAULTS, Q_MODEL_FIELDS, RANDOM_FEATURE_DEFAULTS, VALUE_DEFAULTS, DiceConfig, derived_tmax
+from enigma.ope.config import DiceConfig, derived_tmax
 from enigma.ope.padding import check_tmax
 from enigma.ope.problem import DiceData
 from enigma.ope.trainer import DiceRun, train_dice
@@ -247,7 +247,7 @@ class EnigmaEstimator:
         name: str = "enigma",
         progress: bool = True,
     ):
-        self.config = config or DiceConfig.preset("default")
+        self.config = config or DiceConfig.from_section(None)  # ENIGMA as the product runs it
         self.name = name
         self.cache_dir = cache_dir
         self.encode = encode or EncodeConfig()
@@ -255,24 +255,11 @@ class EnigmaEstimator:
         self._encoder = encoder
 
     def fingerprint(self) -> str:
-        """What a saved leave-one-agent-out result depends on: the DICE settings and the
-        encoder settings that change the pair vectors (not where the cache lives)."""
-        # interval settings change nothing while there is no interval: earlier results stay valid
-        skip = set() if self.config.interval_resamples else set(INTERVAL_FIELDS)
-        if self.config.value == VALUE_DEFAULTS["value"]:
-            skip |= set(VALUE_DEFAULTS)
-        if not self.config.random_features:
-            skip |= set(RANDOM_FEATURE_DEFAULTS)
-        skip |= {k for k, v in LATER_DEFAULTS.items() if getattr(self.config, k) == v}
-        if self.config.value != "dr":  # only the dr value reads its guard
-            skip.add("dr_slot_tol")
-        if self.config.q_model == "lstd" or self.config.value == "weighted":  # the weighted value reads no Q
-            skip |= Q_MODEL_FIELDS
-        exclude: dict = dict.fromkeys(skip, True)
-        fqe_at_default = {k for k, v in FQE_DEFAULTS.items() if getattr(self.config.fqe, k) == v}
-        if "fqe" not in skip and fqe_at_default:
-            exclude["fqe"] = fqe_at_default
-        return json.dumps({"dice": self.config.model_dump(mode="json", exclude=exclude),
+        """What a saved leave-one-agent-out result depends on: every DICE setting, resolved, and
+        the encoder settings that change the pair vectors (not where the cache lives). Nothing
+        is left out, so a setting added later changes every fingerprint once (its results are
+        carried over by a migration, studies/refingerprint.py, or recomputed), never silently."""
+        return json.dumps({"dice": self.config.model_dump(mode="json"),
                            "encoder": encoder_settings(self.config, self.encode)}, sort_keys=True)
 
     def encoder(self) -> PairEncoder:

@@ -1,0 +1,282 @@
+"""Issue 59, item 3: a saved result's estimator fingerprint became a digest of the estimator's
+FULL resolved settings and its numerics version (enigma.evaluation.fingerprints). Before, the
+DICE fingerprint left out settings at the values they had before the settings existed (the
+"history tables" of enigma/ope/config.py), so that results saved before them kept their keys.
+Dropping the tables changes every estimator's fingerprint once, but no number: this script
+carries the saved results over, so the train stage reuses them instead of rerunning hours.
+
+A result file ``data/<b>/<results folder>/<estimator>/<agent>.json`` is keyed by
+``"<store fp>-<estimator fp>-<target fp>"`` (result_fingerprint); only the middle part changed.
+
+    # 1. on the code BEFORE the change: every (benchmark, estimator)'s old estimator fingerprint,
+    #    and every ENIGMA row's resolved configuration (the reference the change must not move)
+    .venv/bin/python studies/refingerprint.py dump
+    .venv/bin/python studies/refingerprint.py configs
+    # 2. on the code after: the resolved configurations against the committed reference
+    .venv/bin/python studies/refingerprint.py configs --check
+    # 3. rewrite the middle part of each result whose estimator fp is the old one (atomically,
+    #    nothing else in the file changes); anything else is left alone and counted stale
+    .venv/bin/python studies/refingerprint.py migrate data [--dry-run]
+    # 4. the train stage's own resume path (enigma.evaluation.loao.evaluate_one, as
+    #    enigma.pipeline.train calls it) reuses the migrated results: the first agents of each
+    #    estimator, with its estimate() replaced by an error, so nothing is recomputed or written
+    .venv/bin/python studies/refingerprint.py verify data [--results DIR] [--agents 2]
+
+The estimators are built as the benchmarks build them (enigma.estimators.benchmark_estimator),
+from params.yaml and studies/params.yaml (which extends it: the lab's rows, results_studies).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import sys
+import urllib.parse
+from pathlib import Path
+from typing import Iterator
+
+REPO = Path(__file__).resolve().parents[1]
+RESULTS = REPO / "studies" / "results"
+BEFORE = RESULTS / "fingerprints_before_refingerprint.json"
+CONFIGS_BEFORE = RESULTS / "refingerprint_configs_before.json"
+PARAMS_FILES = ("params.yaml", "studies/params.yaml")
+RESULT_FOLDERS = ("results", "results_full", "results_studies")  # main, the product's full run, the lab's
+
+
+def benchmark_estimators(params_file: str) -> Iterator[tuple[str, str, object, object]]:
+    """``(benchmark, registry name, estimator, params)`` for every estimator of every benchmark
+    of ``params_file`` (its ``estimators`` and ``full_estimators``), built as the train stage
+    builds it."""
+    from enigma.estimators import benchmark_estimator
+    from enigma.params import Params
+
+    params = Params.load(REPO / params_file)
+    for bench, entry in params.benchmarks.items():
+        b = params.benchmark(bench)
+        for name in dict.fromkeys(entry.estimators + entry.full_estimators):
+            yield bench, name, benchmark_estimator(b, name, params), params
+
+
+def fingerprints() -> dict[str, dict[str, str]]:
+    """{benchmark: {estimator name (its result folder, unquoted): estimator fingerprint}} with
+    the code as it is. An estimator named alike in both files must be keyed alike: the lab's
+    file extends the product's, so it resolves the product's rows as the product does."""
+    from enigma.evaluation.fingerprints import estimator_fingerprint
+
+    out: dict[str, dict[str, str]] = {}
+    for params_file in PARAMS_FILES:
+        for bench, name, est, _ in benchmark_estimators(params_file):
+            fp = estimator_fingerprint(est)
+            seen = out.setdefault(bench, {}).setdefault(est.name, fp)
+            if seen != fp:
+                raise SystemExit(f"{params_file}: benchmarks.{bench}: {name} ({est.name}) keys {fp}, another file's {seen}")
+    return {b: dict(sorted(m.items())) for b, m in sorted(out.items())}
+
+
+def resolved_configs() -> dict[str, dict[str, dict]]:
+    """{params file: {benchmark: {ENIGMA entry: its estimator's resolved DiceConfig, as JSON}}}."""
+    from enigma.ope.estimator import EnigmaEstimator
+
+    out: dict[str, dict[str, dict]] = {}
+    for params_file in PARAMS_FILES:
+        for bench, name, est, _ in benchmark_estimators(params_file):
+            if isinstance(est, EnigmaEstimator):
+                out.setdefault(params_file, {}).setdefault(bench, {})[name] = est.config.model_dump(mode="json")
+    return out
+
+
+def rewrite_fingerprint(path: Path, old: str, new: str) -> None:
+    """Put ``new`` in place of fingerprint ``old`` in result file ``path``, every other byte as
+    it was, atomically (a temporary file beside it, then a rename: a reader sees the old file or
+    the new one). The file is as enigma.evaluation.results.write_result writes it,
+    ``json.dumps({"fingerprint": ..., "rows": ...}, indent=1)``, so the fingerprint is its first
+    field; a file that is not raises ValueError and is left as it was."""
+    text = path.read_text()
+    head = '{\n "fingerprint": ' + json.dumps(old) + ",\n"
+    if not text.startswith(head):
+        raise ValueError(f"{path}: does not start with fingerprint {old!r} as write_result writes it")
+    updated = '{\n "fingerprint": ' + json.dumps(new) + ",\n" + text[len(head):]
+    before, after = json.loads(text), json.loads(updated)
+    if after.pop("fingerprint") != new or before.pop("fingerprint") != old or json.dumps(after) != json.dumps(before):
+        raise ValueError(f"{path}: the rewrite would change more than the fingerprint")
+    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+    tmp.write_text(updated)
+    os.replace(tmp, path)
+
+
+def migrate_folder(folder: Path, old_fps: dict[str, str], new_fps: dict[str, str], dry_run: bool = False) -> dict[str, int]:
+    """Every result file of ``folder`` (``<estimator>/<agent>.json``) whose estimator fingerprint
+    is the old one gets the new one. Counts: migrated, already (the new one: a rerun changes
+    nothing), stale (neither: an edited setting or a failure record; the train stage recomputes
+    it), unknown (an estimator no benchmark runs)."""
+    counts = {"migrated": 0, "already": 0, "stale": 0, "unknown": 0}
+    for path in sorted(folder.glob("*/*.json")):
+        name = urllib.parse.unquote(path.parent.name)
+        if name not in new_fps:
+            counts["unknown"] += 1
+            continue
+        full = json.loads(path.read_text()).get("fingerprint")
+        parts = full.split("-") if isinstance(full, str) else []
+        if len(parts) != 3:  # "failed": a failure record, never reused
+            counts["stale"] += 1
+        elif parts[1] == new_fps[name]:
+            counts["already"] += 1
+        elif parts[1] == old_fps.get(name):
+            if not dry_run:
+                rewrite_fingerprint(path, full, "-".join([parts[0], new_fps[name], parts[2]]))
+            counts["migrated"] += 1
+        else:
+            counts["stale"] += 1
+    return counts
+
+
+def migrate(data_dirs: list[Path], dry_run: bool) -> dict[str, dict[str, int]]:
+    old = json.loads(BEFORE.read_text())["fingerprints"]
+    new = fingerprints()
+    unchanged = [f"{b}/{n}" for b in new for n in new[b] if old.get(b, {}).get(n) == new[b][n]]
+    if unchanged:
+        raise SystemExit(f"the code's fingerprints are the old ones for {unchanged[:5]}...: run migrate on the new code")
+    report: dict[str, dict[str, int]] = {}
+    for data in data_dirs:
+        for bench in new:
+            for sub in RESULT_FOLDERS:
+                folder = data / bench / sub
+                if folder.is_dir():
+                    report[str(folder)] = counts = migrate_folder(folder, old.get(bench, {}), new[bench], dry_run)
+                    print(f"{folder}: " + ", ".join(f"{k} {v}" for k, v in counts.items()), flush=True)
+    return report
+
+
+def verify(data: Path, results_root: Path, n_agents: int, benchmarks: list[str] | None = None) -> dict[str, dict[str, int]]:
+    """For each results folder under ``results_root`` and each estimator with result files there,
+    its first ``n_agents`` held-out agents through ``evaluate_one`` (the train stage's call, its
+    sources built by enigma.pipeline.train.sources from ``data``'s store, targets and rollouts):
+    counts of results reused and of results it would have recomputed (an error: it never does)."""
+    from enigma.contracts import Regime
+    from enigma.evaluation.loao import evaluate_one
+    from enigma.evaluation.results import result_path
+    from enigma.pipeline.sample import read_targets
+    from enigma.pipeline.store import heldout_agents
+    from enigma.pipeline.train import sources
+    from enigma.store.experience import ExperienceStore
+
+    def refuse(experience, target):
+        raise RuntimeError("the saved result was not reused: the train stage would recompute it")
+
+    report: dict[str, dict[str, int]] = {}
+    seen: set[tuple[str, str]] = set()
+    for params_file in PARAMS_FILES:
+        from enigma.params import Params
+
+        params = Params.load(REPO / params_file)
+        for bench, entry in params.benchmarks.items():
+            if benchmarks and bench not in benchmarks:
+                continue
+            b = params.benchmark(bench)
+            b = dataclasses.replace(b, data_dir=data / bench)
+            if not b.store.is_dir():
+                continue
+            store = ExperienceStore.open(b.store)
+            rollouts = ExperienceStore.open(b.rollouts) if b.rollouts is not None else None
+            agents, _ = heldout_agents(b)
+            for full, names in ((False, entry.estimators), (True, entry.full_estimators)):
+                folder = results_root / bench / b.results_dir(full).name
+                for name in names:
+                    from enigma.estimators import benchmark_estimator
+
+                    est = benchmark_estimator(b, name, params)
+                    if (str(folder), est.name) in seen:  # a row of both files (the main run's): checked once
+                        continue
+                    seen.add((str(folder), est.name))
+                    saved = [a for a in agents if result_path(folder, est.name, a).is_file()][:n_agents]
+                    if not saved:
+                        continue
+                    est.estimate = refuse  # this instance only: a result not reused raises, nothing is written
+                    counts = report.setdefault(str(folder), {"reused": 0, "not reused": 0})
+                    for a in saved:
+                        targets = read_targets(b, a) if Regime.REPLIES_AT_LOGGED_STATES in est.regimes else None
+                        try:
+                            _, reused = evaluate_one(store, est, a, sources(b, targets, rollouts), folder)
+                        except RuntimeError:
+                            reused = False
+                        counts["reused" if reused else "not reused"] += 1
+                        print(f"{folder}/{est.name}/{a}: {'reused' if reused else 'NOT REUSED'}", flush=True)
+    for folder, counts in report.items():
+        print(f"{folder}: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
+    return report
+
+
+def check_configs() -> int:
+    before = json.loads(CONFIGS_BEFORE.read_text())["configs"]
+    now = resolved_configs()
+    rows, differ = [], []
+    for params_file in sorted(set(before) | set(now)):
+        for bench in sorted(set(before.get(params_file, {})) | set(now.get(params_file, {}))):
+            b, n = before.get(params_file, {}).get(bench, {}), now.get(params_file, {}).get(bench, {})
+            for name in sorted(set(b) | set(n)):
+                same = b.get(name) == n.get(name)
+                rows.append((params_file, bench, name, "same" if same else "DIFFERENT"))
+                if not same:
+                    differ.append(f"{params_file}:{bench}/{name}")
+    from provenance import code_version
+
+    lines = [
+        "# Issue 59: the GDA preset renamed, the fingerprint tables deleted: every ENIGMA row resolves as before",
+        "",
+        "Reproduce: `.venv/bin/python studies/refingerprint.py configs --check` (the reference,",
+        f"`{CONFIGS_BEFORE.relative_to(REPO)}`, was written by `configs` on the code before the change,",
+        f"{json.loads(CONFIGS_BEFORE.read_text())['code']}). Each (params file, benchmark, ENIGMA entry): the estimator's whole",
+        "resolved DiceConfig (`model_dump(mode=\"json\")`), built as the benchmark builds it, compared value by value.",
+        f"Code: {code_version()}.",
+        "",
+        f"- rows checked: {len(rows)}; the same: {len(rows) - len(differ)}",
+        "",
+        "**" + ("All the same." if not differ else "DIFFERENT: " + "; ".join(differ)) + "**",
+        "",
+        "| params file | benchmark | entry | resolved config |",
+        "|---|---|---|---|",
+        *[f"| {p} | {b} | {n} | {s} |" for p, b, n, s in rows],
+    ]
+    (RESULTS / "refingerprint_configs_check.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines[:11]))
+    return 1 if differ else 0
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = ap.add_subparsers(dest="mode", required=True)
+    sub.add_parser("dump", help=f"the code's estimator fingerprints -> {BEFORE.relative_to(REPO)}")
+    cfg = sub.add_parser("configs", help=f"every ENIGMA row's resolved config -> {CONFIGS_BEFORE.relative_to(REPO)}")
+    cfg.add_argument("--check", action="store_true", help="compare with the committed reference instead")
+    mig = sub.add_parser("migrate", help="rewrite the saved results' estimator fingerprints")
+    mig.add_argument("data_dirs", nargs="+", type=Path, help="pipeline data folders (data/<benchmark>/results...)")
+    mig.add_argument("--dry-run", action="store_true", help="count, write nothing")
+    ver = sub.add_parser("verify", help="the train stage's resume path reuses the migrated results")
+    ver.add_argument("data", type=Path, help="the pipeline data folder with the benchmarks' stores, targets and rollouts")
+    ver.add_argument("--results", type=Path, default=None, help="where the results folders are (default: DATA)")
+    ver.add_argument("--agents", type=int, default=2, help="agents per estimator")
+    ver.add_argument("--benchmark", action="append", default=None, help="only these benchmarks")
+    args = ap.parse_args()
+    sys.path.insert(0, str(REPO / "src"))
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from provenance import code_version
+
+    if args.mode == "dump":
+        BEFORE.write_text(json.dumps({"code": code_version(), "fingerprints": fingerprints()}, indent=1) + "\n")
+        print(f"wrote {BEFORE}")
+    elif args.mode == "configs" and not args.check:
+        CONFIGS_BEFORE.write_text(json.dumps({"code": code_version(), "configs": resolved_configs()}, indent=1, sort_keys=True) + "\n")
+        print(f"wrote {CONFIGS_BEFORE}")
+    elif args.mode == "configs":
+        sys.exit(check_configs())
+    elif args.mode == "verify":
+        report = verify(args.data, args.results or args.data, args.agents, args.benchmark)
+        sys.exit(1 if any(c["not reused"] for c in report.values()) or not report else 0)
+    else:
+        migrate(args.data_dirs, args.dry_run)
+
+
+if __name__ == "__main__":
+    main()
