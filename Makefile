@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup run test test-fast clean
+.PHONY: setup run test test-slow clean
 
 $(STAMP): pyproject.toml requirements.lock
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -26,13 +26,14 @@ run: setup
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc repro report@airline
 	$(BIN)/enigma report show reports/airline/summary.json
 
-# Whole suite, the slow real-data checks included (this is what CI runs).
+# The suite a developer runs (minutes): everything but the slow checks.
 test: setup
-	$(BIN)/pytest -q
-
-# Local inner loop: skip the slow real-data checks.
-test-fast: setup
 	$(BIN)/pytest -q -m "not slow"
+
+# The slow checks: real data, real models, whole pipelines through DVC, Prefect and the CLI with
+# the default settings. CI (.ci/run) runs them after `make test`.
+test-slow: setup
+	$(BIN)/pytest -q -m slow
 
 clean:
 	rm -rf $(VENV) .pytest_cache

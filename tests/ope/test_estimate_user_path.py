@@ -41,6 +41,7 @@ def tabular_store(tmp_path_factory):
     return work
 
 
+@pytest.mark.slow  # the default params refit 100 bootstrap resamples per target: over a minute; CI runs it
 def test_the_tabular_problem_through_the_cli_is_exact_with_the_default_params(tabular_store):
     work = tabular_store
     names = ["soft", "steady"]
@@ -74,6 +75,7 @@ def test_the_tabular_problem_through_the_cli_is_exact_with_the_default_params(ta
             assert est["targets"][t][rating]["sampling_interval"] == [lo, hi]
 
 
+@pytest.mark.slow  # two estimate runs with the default interval: about a minute; CI runs it
 def test_estimate_with_calibration_prints_the_calibrated_interval(tabular_store, tmp_path):
     """``enigma estimate --calibration``: the store's three agents, each estimated with itself held
     out, calibrate a new target's estimate; the interval printed and written as ``interval`` is the
@@ -141,6 +143,7 @@ def test_several_replies_per_state_through_the_cli_are_exact(tabular_store, tmp_
         assert abs(e - exact[rating]) < 0.02, (rating, e, exact[rating])
 
 
+@pytest.mark.slow  # an interval refitted both ways through the CLI; CI runs it
 def test_kkt_refits_set_in_the_params_file_give_an_interval_with_every_refit_at_the_fits_tolerance(tabular_store, tmp_path):
     """``dice.interval_refit: kkt`` in the user's params file (docs/intervals.md): the command's
     bootstrap refits every resample by Newton steps on the optimality conditions, to the full
@@ -190,6 +193,7 @@ def test_the_doubly_robust_value_through_the_cli_is_exact(tabular_store, tmp_pat
     assert est["diagnostics"][t]["config"]["q_model"] == q["q_model"]
 
 
+@pytest.mark.slow  # several estimate runs through the CLI; CI runs it
 def test_an_fqe_ensemble_set_in_the_params_file_averages_the_qs_of_consecutive_seeds(tabular_store, tmp_path):
     """``fqe.ensemble: 2`` with ``fqe.linear_members: 1`` in the user's params file: the command's
     Q value (the target's Q at the first state, linear in Q) is the mean of the two runs with one Q,
@@ -379,6 +383,7 @@ def test_a_knowledge_base_with_replies_a_stand_in_sampled_without_sources_is_ref
     assert "a1" in json.loads((tmp_path / "read" / "estimates.json").read_text())["targets"]
 
 
+@pytest.mark.slow  # estimate runs through the CLI; CI runs it
 def test_a_run_that_did_not_converge_is_flagged_and_exits_3(tmp_path):
     # six dialogues of one agent, a target it never resembles: the solver stops short
     store = T.write_tiny_store(tmp_path / "store", n_dialogues=6, agents=("a1",))

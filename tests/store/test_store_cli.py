@@ -214,6 +214,7 @@ def test_an_old_store_left_aside_by_a_kill_is_put_back_by_the_next_ingest(tmp_pa
     assert not (tmp_path / ".store.old").exists()
 
 
+@pytest.mark.slow  # two real ingest processes, one waiting on the other; CI runs it
 def test_two_ingests_into_one_store_take_turns(tmp_path, good_records):
     out = tmp_path / "store"
     assert _ingest("jsonl", write_jsonl(tmp_path / "old.jsonl", good_records), "--out", out, *SCALES).exit_code == 0
