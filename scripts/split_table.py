@@ -79,20 +79,28 @@ def table(summary: dict, enigma: str = "enigma") -> str:
     return "\n".join(lines) + "\n"
 
 
-def readme_row(summary: dict, label: str, enigma: str = "enigma") -> str:
-    """One row of the README's results table, on the test half: ENIGMA, the best other estimator
-    with ENIGMA's paired difference from it, and ENIGMA's rank (the dev half: docs/results.md)."""
-    halves, ests = summary["splits"], summary["estimators"]
+def test_half_cells(summary: dict, enigma: str = "enigma") -> dict[str, str]:
+    """ENIGMA's test-half cells of a results row: its mean Pearson [CI], the best other
+    estimator's, their paired difference, and ENIGMA's rank ("" where there is no other)."""
+    ests = summary["estimators"]
     ranking = [r["estimator"] for r in summary["split_ranking"]["test"]]
     pair = summary["split_comparison"]["test"].get("enigma_minus_best_other")
     e = ests[enigma]["split"]["test"]
-    other = ""
+    cells = {"enigma": f"{_f(e['mean_pearson'])}{_ci(e['mean_pearson_ci95'])}", "other": "", "difference": "",
+             "rank": f"{ranking.index(enigma) + 1} of {len(ranking)}"}
     if pair:
         o = ests[pair["other"]]["split"]["test"]
-        other = (f"{pair['other']} {_f(o['mean_pearson'])}{_ci(o['mean_pearson_ci95'])}; ENIGMA − it "
-                 f"{pair['difference']:+.3f} [{pair['ci95'][0]:+.3f}, {pair['ci95'][1]:+.3f}]")
-    cells = [f"{label} ({len(halves['test'])})", f"{_f(e['mean_pearson'])}{_ci(e['mean_pearson_ci95'])}", other,
-             f"{ranking.index(enigma) + 1} of {len(ranking)}"]
+        cells["other"] = f"{pair['other']} {_f(o['mean_pearson'])}{_ci(o['mean_pearson_ci95'])}"
+        cells["difference"] = f"{pair['difference']:+.3f} [{pair['ci95'][0]:+.3f}, {pair['ci95'][1]:+.3f}]"
+    return cells
+
+
+def readme_row(summary: dict, label: str, enigma: str = "enigma") -> str:
+    """One row of the README's results table, on the test half: ENIGMA, the best other estimator
+    with ENIGMA's paired difference from it, and ENIGMA's rank (the dev half: docs/results.md)."""
+    c = test_half_cells(summary, enigma)
+    other = f"{c['other']}; ENIGMA − it {c['difference']}" if c["other"] else ""
+    cells = [f"{label} ({len(summary['splits']['test'])})", c["enigma"], other, c["rank"]]
     return "| " + " | ".join(cells) + " |"
 
 
@@ -128,22 +136,17 @@ def halves_row(summary: dict, label: str, enigma: str = "enigma") -> str:
     """One row of docs/results.md's table: the test half first, the dev half and all agents beside it."""
     halves, ests = summary["splits"], summary["estimators"]
     cells = [f"{label} ({len(halves['test'])} / {len(halves['dev'])})"]
-    for h in ("test", "dev"):
-        if not halves[h]:
-            cells += ["all test"] if h == "dev" else ["", "", "", ""]
-            continue
-        ranking = [r["estimator"] for r in summary["split_ranking"][h]]
-        pair = summary["split_comparison"][h].get("enigma_minus_best_other")
-        e = ests[enigma]["split"][h]
-        if h == "test":
-            o = ests[pair["other"]]["split"][h] if pair else None
-            cells += [f"{_f(e['mean_pearson'])}{_ci(e['mean_pearson_ci95'])}",
-                      f"{pair['other']} {_f(o['mean_pearson'])}{_ci(o['mean_pearson_ci95'])}" if pair else "",
-                      f"{pair['difference']:+.3f} [{pair['ci95'][0]:+.3f}, {pair['ci95'][1]:+.3f}]" if pair else "",
-                      f"{ranking.index(enigma) + 1} of {len(ranking)}"]
-        else:
-            o = ests[pair["other"]]["split"][h] if pair else None
-            cells += [f"{_f(e['mean_pearson'])} / {_f(o['mean_pearson']) if o else 'n/a'}"]
+    if halves["test"]:
+        c = test_half_cells(summary, enigma)
+        cells += [c["enigma"], c["other"], c["difference"], c["rank"]]
+    else:
+        cells += ["", "", "", ""]
+    if halves["dev"]:
+        pair = summary["split_comparison"]["dev"].get("enigma_minus_best_other")
+        o = ests[pair["other"]]["split"]["dev"] if pair else None
+        cells.append(f"{_f(ests[enigma]['split']['dev']['mean_pearson'])} / {_f(o['mean_pearson']) if o else 'n/a'}")
+    else:
+        cells.append("all test")
     order = [r["estimator"] for r in summary["ranking"]]
     cells.append(f"{_f(ests[enigma]['mean_pearson'])}, {order.index(enigma) + 1} of {len(order)}")
     return "| " + " | ".join(cells) + " |"

@@ -20,6 +20,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from studies.cold_rebuild_shift import estimate_moves, mean_pearsons  # noqa: E402
 from studies.result_files import write_result  # noqa: E402
 
 TOLERANCE = 3e-3
@@ -30,22 +31,20 @@ def at_rev(rev: str, path: str) -> dict | None:
     return json.loads(got.stdout) if got.returncode == 0 else None
 
 
+def estimated(summary: dict) -> set[tuple[str, str, str]]:
+    """The (agent, rating, estimator) cells that hold an estimate."""
+    return {(agent, rating, name) for agent, per in summary.get("agents", {}).items() for rating, cell in per.items()
+            for name, value in cell.items() if name != "truth" and value is not None}
+
+
 def moves(old: dict, new: dict) -> list[tuple[str, float | None, float | None, float]]:
-    """``(estimator, old mean Pearson, new, largest |estimate move| over agents and ratings)``."""
-    out = []
-    old_mp = {r["estimator"]: r["mean_pearson"] for r in old["ranking"]}
-    new_mp = {r["estimator"]: r["mean_pearson"] for r in new["ranking"]}
-    for name in sorted(set(old_mp) | set(new_mp)):
-        worst = 0.0
-        for agent, per in old.get("agents", {}).items():
-            for rating, cell in per.items():
-                a, b = cell.get(name), new.get("agents", {}).get(agent, {}).get(rating, {}).get(name)
-                if a is not None and b is not None:
-                    worst = max(worst, abs(a - b))
-                elif (a is None) != (b is None):
-                    worst = float("inf")
-        out.append((name, old_mp.get(name), new_mp.get(name), worst))
-    return out
+    """``(estimator, old mean Pearson, new, largest |estimate move| over agents and ratings)``; an
+    estimate that one report has and the other lacks is an infinite move."""
+    old_mp, new_mp = mean_pearsons(old), mean_pearsons(new)
+    largest = {name: worst for name, (worst, _) in estimate_moves(old, new).items()}
+    for _, _, name in estimated(old) ^ estimated(new):
+        largest[name] = float("inf")
+    return [(name, old_mp.get(name), new_mp.get(name), largest.get(name, 0.0)) for name in sorted(set(old_mp) | set(new_mp))]
 
 
 def main(argv: list[str] | None = None) -> int:

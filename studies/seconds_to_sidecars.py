@@ -14,24 +14,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 from pathlib import Path
+
+from enigma.evaluation.results import write_result
 
 
 def migrate(path: Path) -> bool:
-    """Move ``path``'s wall time to its sidecar; True if the file changed."""
+    """Move ``path``'s wall time to its sidecar, by the runner's own writer; True if the file changed."""
     saved = json.loads(path.read_text())
-    rows = saved["rows"]
-    seconds = next((r.get("seconds") for r in rows if r.get("seconds") is not None), None)
-    if seconds is None:
+    if all(r.get("seconds") is None for r in saved["rows"]):
         return False
-    sidecar = path.with_suffix(".seconds")
-    if not sidecar.exists():
-        sidecar.write_text(repr(float(seconds)))
-    saved["rows"] = [{**r, "seconds": None} for r in rows]
-    tmp = path.with_suffix(path.suffix + f".tmp{os.getpid()}")
-    tmp.write_text(json.dumps(saved, indent=1))  # as enigma.evaluation.results.write_result writes it
-    os.replace(tmp, path)
+    write_result(path, saved["fingerprint"], saved["rows"])
     return True
 
 
