@@ -59,3 +59,35 @@ def test_a_bad_value_after_the_merge_names_the_extending_file(tmp_path):
     (tmp_path / "lab.yaml").write_text("extends: params.yaml\npipeline: {full_results: results}\n")
     with pytest.raises(ParamsError, match=r"(?s)lab\.yaml: section 'pipeline'.*full_results: 'results' is another output"):
         Params.load(tmp_path / "lab.yaml")
+
+
+def test_enigma_estimate_with_an_extending_params_file_runs_the_merged_settings(tmp_path, monkeypatch):
+    """Through the command a user runs: ``--params lab.yaml``, which extends the repository's
+    params.yaml and changes one ENIGMA setting, records that setting and every other one as the
+    repository's file has it (about 10 s on the tabular problem)."""
+    import json
+    from pathlib import Path
+
+    from typer.testing import CliRunner
+
+    from enigma.cli import app
+    from enigma.estimators import dice_config
+    from enigma.ope.tabular import reference_problem, write_jsonl
+
+    repo = Path(__file__).resolve().parents[1]
+    (tmp_path / "lab.yaml").write_text(f"extends: {repo / 'params.yaml'}\n"
+                                       "estimators:\n  enigma:\n    dice: {interval_resamples: 0}\n")
+    write_jsonl(reference_problem().logs(200, seed=0), tmp_path / "logs.jsonl")
+    monkeypatch.chdir(tmp_path)
+    run = CliRunner().invoke
+    assert run(app, ["ingest", "jsonl", "logs.jsonl", "--out", "store", "--scale", "match=0:1", "--scale", "short=0:1",
+                     "--no-progress"]).exit_code == 0
+    r = run(app, ["estimate", "-e", "store", "-t", "steady=python:enigma.ope.tabular:steady", "--encoder", "onehot",
+                  "-o", "out", "--cache-dir", "cache", "--no-progress", "--params", "lab.yaml"])
+    assert r.exit_code in (0, 3), r.output
+    recorded = json.loads((tmp_path / "out" / "estimates.json").read_text())["diagnostics"]["steady"]["config"]
+    product = Params.load(repo / "params.yaml")
+    entry = product.estimators["enigma"]
+    expected = dice_config("enigma", product.model_copy(update={"estimators": {"enigma": entry.model_copy(
+        update={"dice": {**entry.dice, "encoder": "onehot", "interval_resamples": 0}})}})).model_dump(mode="json")
+    assert recorded["interval_resamples"] == 0 and {**recorded, "tmax": None} == expected
