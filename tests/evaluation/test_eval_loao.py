@@ -93,10 +93,15 @@ def test_resume_skips_finished_work_and_reruns_on_change(tmp_path, store):
     results.result_path(tmp_path, est.name, "agent3").write_text('{"fingerprint": ')
     loao.run_loao(store, [est], _sources(store), results_dir=tmp_path, progress=False)
     assert [c["agent_id"] for c in est.calls[6:]] == ["agent3"]
+    # So are a file overwritten with bytes that are not UTF-8 and one that is JSON but no result.
+    results.result_path(tmp_path, est.name, "agent4").write_bytes(b"\x80\x81\xfe")
+    results.result_path(tmp_path, est.name, "agent5").write_text("[1, 2]")
+    loao.run_loao(store, [est], _sources(store), results_dir=tmp_path, progress=False)
+    assert sorted(c["agent_id"] for c in est.calls[7:]) == ["agent4", "agent5"]
     # Different experience data (an agent's ratings changed): everything depending on it reruns.
     changed = make_store(seed=1)
     loao.run_loao(changed, [est], _sources(changed), results_dir=tmp_path, progress=False)
-    assert len(est.calls) == 7 + 6
+    assert len(est.calls) == 9 + 6
     # The held-out agent's replies changed (a new checkpoint): its results rerun.
     n = len(est.calls)
     longer = dict(WORDS, agent2=9)
@@ -105,7 +110,7 @@ def test_resume_skips_finished_work_and_reruns_on_change(tmp_path, store):
     assert [c["agent_id"] for c in est.calls[n:]] == ["agent2"]
     # Without resume, everything runs.
     loao.run_loao(changed, [est], _sources(changed), results_dir=tmp_path, resume=False, progress=False)
-    assert len(est.calls) == 7 + 6 + 1 + 6
+    assert len(est.calls) == 9 + 6 + 1 + 6
     assert results.read_results(tmp_path)["estimate"].notna().all()
 
 

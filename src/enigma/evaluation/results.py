@@ -189,10 +189,10 @@ def read_saved(path: Path, fingerprint: str) -> pd.DataFrame | None:
     if not path.is_file():
         return None
     try:
-        saved = json.loads(path.read_text())
-    except json.JSONDecodeError:
-        return None  # a torn file from an interrupted run: recompute it
-    if saved.get("fingerprint") != fingerprint:
+        saved = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return None  # a torn or overwritten file (an interrupted run, a stray binary): recompute it
+    if not isinstance(saved, dict) or saved.get("fingerprint") != fingerprint or not isinstance(saved.get("rows"), list):
         return None
     return pd.DataFrame(_with_seconds(saved["rows"], path), columns=RESULT_COLUMNS)
 
