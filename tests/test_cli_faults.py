@@ -237,3 +237,25 @@ def test_estimate_and_sample_take_no_progress_as_the_other_commands_do(store, in
         assert pq.read_table(tmp_path / "t.parquet").num_rows > 0
     help_text = enigma("estimate", "--help").output
     assert "--no-progress" in help_text and "--quiet" not in help_text
+
+
+def test_a_knowledge_base_whose_factory_exits_or_fails_is_one_named_line(store, tmp_path, monkeypatch):
+    """``dice.knowledge`` names the user's own code too: its exit() or its exception is one error
+    line naming the setting, exit 2, before any work (it was the plug-in's exit code, or a traceback)."""
+    import yaml
+
+    (tmp_path / "user_knowledge_59.py").write_text(
+        "def quits():\n    exit(3)\n\ndef breaks():\n    raise KeyError('timetable')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for factory, says in {"quits": "user_knowledge_59.quits() called exit(3)",
+                          "breaks": "user_knowledge_59.breaks() raised KeyError: 'timetable'"}.items():
+        params = yaml.safe_load((REPO / "params.yaml").read_text())
+        spec = f"python:user_knowledge_59:{factory}"
+        params["estimators"]["enigma"]["dice"].update(knowledge=spec, interval_resamples=0)
+        (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+        r = enigma("estimate", "-e", store, "-t", f"t={ECHO}", "-o", tmp_path / "out", "--params", tmp_path / "params.yaml",
+                   "--cache-dir", tmp_path / "cache", "--no-progress")
+        assert r.exit_code == 2, r.output
+        line = error_line(r.output)
+        assert f"dice.knowledge {spec!r}" in line and says in line, line
+        assert not (tmp_path / "out" / "estimates.json").exists()

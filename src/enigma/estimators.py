@@ -12,7 +12,6 @@ information regime does this estimator need".
 
 from __future__ import annotations
 
-import importlib
 import inspect
 from typing import Any, Callable
 
@@ -27,6 +26,7 @@ from enigma.comparators.handcrafted import DialogueFeatureEstimator
 from enigma.comparators.overlap import BleuEstimator, RougeLEstimator
 from enigma.comparators.perplexity import PerplexityEstimator
 from enigma.comparators.spe import SpeRidge, SpeSigmoid
+from enigma import python_spec
 from enigma.contracts import Estimator, Regime
 from enigma.ope.config import DiceConfig
 from enigma.params import Params, ParamsError
@@ -113,19 +113,13 @@ def build_estimator(name: str, params: Params, *, knowledge: str | None = None, 
             f"estimator {name!r}: unknown; use an entry of params estimators ({', '.join(params.estimators)}), "
             f"a comparator ({', '.join(COMPARATORS)}) or 'python:<module>:<factory>'"
         )
-    target = name[len("python:"):]
-    module, _, attr = target.rpartition(":")
-    if not module or not attr:
-        raise ValueError(f"estimator {name!r}: expected 'python:<module>:<factory>'")
-    try:
-        factory = getattr(importlib.import_module(module), attr)
-    except (ImportError, AttributeError) as exc:
-        raise ValueError(f"estimator {name!r}: cannot load {target} ({exc})") from exc
+    where = f"estimator {name!r}"
+    factory, dotted = python_spec.load_factory(name, where)
     try:
         takes_params = "params" in inspect.signature(factory).parameters
     except (TypeError, ValueError):
         takes_params = False
-    return factory(params=params) if takes_params else factory()
+    return python_spec.call_factory(factory, dotted, where, **({"params": params} if takes_params else {}))
 
 
 def benchmark_estimator(b: Benchmark, name: str, params: Params, *, progress: bool = False) -> Estimator:

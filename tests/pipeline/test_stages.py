@@ -219,3 +219,28 @@ def test_a_benchmarks_knowledge_base_reaches_its_enigma_through_the_train_stage(
     r = stage(workspace, "train", "tiny")
     assert r.exit_code == 2 and "Traceback" not in r.output, r.output
     assert "benchmarks.tiny.knowledge 'python:enigma.sim.knowledge:no_such_base': module 'enigma.sim.knowledge' has no callable" in r.output
+
+
+def test_a_python_estimator_whose_code_fails_or_exits_is_one_named_line(workspace, tmp_path, monkeypatch):
+    """A ``python:`` estimator in the benchmark's list is the user's own code: a factory that calls
+    exit() once ended the train stage with its exit code (0: a silent success with nothing
+    trained), and a module that fails on import or a path for a module name gave a traceback."""
+    (tmp_path / "user_estimators_59.py").write_text(
+        "def quits():\n    raise SystemExit(0)\n\ndef breaks():\n    raise RuntimeError('no GPU here')\n")
+    (tmp_path / "user_estimators_broken_59.py").write_text("import no_such_package_59\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for s in ("store", "rollouts", "sample"):
+        _ok(stage(workspace, s, "tiny"))
+    cases = {
+        "python:user_estimators_59:quits": "user_estimators_59.quits() called exit(0)",
+        "python:user_estimators_59:breaks": "user_estimators_59.breaks() raised RuntimeError: no GPU here",
+        "python:user_estimators_broken_59:make": "cannot import module 'user_estimators_broken_59'",
+        "python:../user_estimators_59:quits": "is not a dotted module name",
+    }
+    for spec, says in cases.items():
+        workspace["cfg"]["benchmarks"]["tiny"]["estimators"] = [spec]
+        write_params(workspace)
+        r = stage(workspace, "train", "tiny")
+        errors = [line for line in r.output.splitlines() if line.startswith("error:")]
+        assert r.exit_code == 2 and "Traceback" not in r.output and len(errors) == 1, (spec, r.output)
+        assert f"estimator {spec!r}" in errors[0] and says in errors[0], (spec, r.output)

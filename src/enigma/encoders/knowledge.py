@@ -37,10 +37,10 @@ name writes the misheard one, which the book agrees with. Only the user's words 
 
 from __future__ import annotations
 
-import importlib
-import inspect
 from dataclasses import dataclass
 from typing import Protocol
+
+from enigma import python_spec
 
 KNOWLEDGE_MEASURES = ("names_known", "facts_unsaid", "contradicted")
 KNOWLEDGE_DIM = len(KNOWLEDGE_MEASURES)
@@ -114,23 +114,8 @@ def load_knowledge(spec: str, setting: str = "dice.knowledge") -> KnowledgeBase:
     """The knowledge base named by ``python:<module>:<factory>`` (the factory takes no arguments);
     an error names ``setting``, the key that gave the spec."""
     where = f"{setting} {spec!r}"
-    if not spec.startswith("python:") or spec.count(":") != 2:
-        raise ValueError(f"{where}: expected 'python:<module>:<factory>'")
-    _, module_name, factory_name = spec.split(":")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ValueError(f"{where}: cannot import module {module_name!r} ({exc})") from None
-    factory = getattr(module, factory_name, None)
-    if not callable(factory):
-        raise ValueError(f"{where}: module {module_name!r} has no callable {factory_name!r}")
-    try:
-        inspect.signature(factory).bind()
-    except TypeError as exc:
-        raise ValueError(f"{where}: the factory must be callable with no arguments ({exc})") from None
-    except ValueError:  # no signature available: just call it
-        pass
-    base = factory()
+    factory, name = python_spec.load_factory(spec, where)
+    base = python_spec.call_factory(factory, name, where)
     if not callable(getattr(base, "lookup", None)):
-        raise ValueError(f"{where}: {module_name}.{factory_name}() returned {type(base).__name__}, which has no lookup(reply)")
+        raise ValueError(f"{where}: {name}() returned {type(base).__name__}, which has no lookup(reply)")
     return base
