@@ -89,7 +89,8 @@ class AgentsFailed(RuntimeError):
 
 def _track(params: Params, results: list[dict], tags: dict, run_params: dict) -> dict[str, Any]:
     """The night's runs into MLflow (nothing when tracking is off)."""
-    from enigma.tracking import AgentResult, log_benchmark_run
+    from enigma.tracking.results import AgentResult
+    from enigma.tracking.mlflow_log import log_benchmark_run
 
     if not params.tracking.enabled:
         return {}

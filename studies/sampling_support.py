@@ -28,7 +28,7 @@ import torch  # noqa: E402
 from enigma.agents.config import AgentSettings, TranscriptSettings  # noqa: E402
 from enigma.encoders.text_cache import EmbeddingCache  # noqa: E402
 from enigma.params import Params  # noqa: E402
-from enigma.sampling import sample_targets  # noqa: E402
+from enigma.sampling.sampler import sample_targets  # noqa: E402
 from enigma.store.experience import ExperienceStore  # noqa: E402
 from enigma.store.readers import read  # noqa: E402
 

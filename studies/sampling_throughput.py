@@ -26,7 +26,7 @@ sys.path[:0] = [str(REPO), str(REPO / "src")]
 import torch  # noqa: E402
 
 from enigma.agents.config import AgentSettings, HFSettings, OpenAISettings, TranscriptSettings  # noqa: E402
-from enigma.sampling import run_sampling  # noqa: E402
+from enigma.sampling.sampler import run_sampling  # noqa: E402
 from enigma.store.experience import ExperienceStore  # noqa: E402
 from tests.agents import toy_agents as T  # noqa: E402
 

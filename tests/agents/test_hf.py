@@ -10,7 +10,7 @@ import pytest
 from enigma.agents import AgentSpecError, fingerprint, load_agent
 from enigma.agents.config import AgentSettings, HFSettings
 from enigma.contracts import Turn
-from enigma.sampling import sample_targets
+from enigma.sampling.sampler import sample_targets
 from tests.agents import toy_agents as T
 
 HISTORY = [Turn("user", "hello how are you today"), Turn("agent", "i am fine"), Turn("user", "do you have pets")]

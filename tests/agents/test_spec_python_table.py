@@ -8,7 +8,7 @@ import pytest
 
 from enigma.agents import AgentCallError, AgentSpecError, fingerprint, load_agent, parse_spec
 from enigma.contracts import Agent, Turn
-from enigma.sampling import sample_targets
+from enigma.sampling.sampler import sample_targets
 from tests.agents import toy_agents as T
 
 

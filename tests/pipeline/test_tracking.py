@@ -6,15 +6,9 @@ import pandas as pd
 import pytest
 import torch
 
-from enigma.tracking import (
-    AgentResult,
-    TrackingConfig,
-    load_results,
-    log_benchmark_run,
-    project_root,
-    resolve_uri,
-    results_from_rows,
-)
+from enigma.tracking.results import AgentResult, load_results, results_from_rows
+from enigma.tracking.config import TrackingConfig, project_root, resolve_uri
+from enigma.tracking.mlflow_log import log_benchmark_run
 
 
 def _rows(agent, est, value, err=None):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pyarrow.parquet as pq
 import pytest
 
-from enigma.sampling import SamplingAborted, run_sampling, sample_targets
+from enigma.sampling.sampler import SamplingAborted, run_sampling, sample_targets
 from tests.agents import toy_agents as T
 
 ECHO = "python:tests.agents.toy_agents:echo"

@@ -4,7 +4,7 @@ sampled with another seller through ``python:enigma.sim.sellers:<id>``."""
 from __future__ import annotations
 
 from enigma.agents import load_agent
-from enigma.sampling import run_sampling
+from enigma.sampling.sampler import run_sampling
 
 
 def test_seller_sampled_at_another_sellers_states(tmp_path):

@@ -68,7 +68,7 @@ def register(app: typer.Typer) -> None:
         quiet: bool = typer.Option(False, "--quiet", "-q", hidden=True, help="the same as --no-progress"),
     ):
         """Sample the target agent's replies at every logged agent turn of a store (cached, resumable)."""
-        from enigma.sampling import run_sampling
+        from enigma.sampling.sampler import run_sampling
 
         cfg = load_params(params).sample
         if out is not None:

@@ -150,7 +150,7 @@ def run_estimate(
         # The strict protocol: a target's own rated dialogues never inform its estimate.
         drop = sorted(excluded | ({name} & set(store.agents())))
         if name in targets:
-            from enigma.sampling import sample_targets
+            from enigma.sampling.sampler import sample_targets
 
             exp = experience_without(store, name, sorted(excluded), require_in_store=False)
             with agent_exits(targets[name]):

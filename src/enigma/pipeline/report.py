@@ -50,7 +50,8 @@ def track(b: Benchmark, params: Params, summary: dict[str, Any], full: bool = Fa
     from enigma.estimators import build_estimator
     from enigma.evaluation.report import read_result_dirs
     from enigma.evaluation.results import artifact_path, read_curves
-    from enigma.tracking import headline_metrics, log_benchmark_run, results_from_report
+    from enigma.tracking.results import headline_metrics, results_from_report
+    from enigma.tracking.mlflow_log import log_benchmark_run
 
     cfg = params.tracking
     if not cfg.enabled:

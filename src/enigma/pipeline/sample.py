@@ -35,7 +35,7 @@ def sample_spec(store_dir: str | Path, spec: str, out: str | Path, sample_cfg: S
     dialogues), written to ``out`` (Parquet) and returned."""
     import pyarrow.parquet as pq
 
-    from enigma.sampling import sample_targets
+    from enigma.sampling.sampler import sample_targets
 
     table = sample_targets(str(store_dir), spec, exclude_agents=tuple(exclude_agents), progress=progress,
                            **sample_cfg.run_options())

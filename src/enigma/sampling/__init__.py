@@ -1,6 +1,3 @@
-"""Target-action sampling and its cache (see ``sampler``)."""
-
-from enigma.sampling.config import SampleConfig
-from enigma.sampling.sampler import OUTPUT_SCHEMA, SamplingAborted, SamplingStats, run_sampling, sample_targets
-
-__all__ = ["OUTPUT_SCHEMA", "SampleConfig", "SamplingAborted", "SamplingStats", "run_sampling", "sample_targets"]
+"""Target-action sampling: its settings (``config``), the sampler (``sampler``) and its cache
+(``cache``). Nothing is re-exported here: params.yaml's typed root reads ``sampling.config``,
+and reading settings must not load the sampler, the agents and the store."""

@@ -6,13 +6,7 @@ The default store is embedded (SQLite + file artifacts under ``mlflow/``), so no
 started; any tracking URI (e.g. ``http://127.0.0.1:5000``) can be set in ``params.yaml``
 (section ``tracking``) or with ``MLFLOW_TRACKING_URI``. MLflow itself is imported only when a
 run is logged.
+
+Nothing is re-exported here: params.yaml's typed root reads ``tracking.config``, and reading
+settings must not load the logging code.
 """
-
-from enigma.tracking.config import DEFAULT_DB, TrackingConfig, project_root, resolve_uri
-from enigma.tracking.mlflow_log import TrackedRun, log_benchmark_run, pip_requirements
-from enigma.tracking.results import AgentResult, headline_metrics, load_results, results_from_report, results_from_rows
-
-__all__ = [
-    "DEFAULT_DB", "TrackingConfig", "project_root", "resolve_uri", "TrackedRun", "log_benchmark_run",
-    "pip_requirements", "AgentResult", "headline_metrics", "load_results", "results_from_report", "results_from_rows",
-]
