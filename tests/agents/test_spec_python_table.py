@@ -55,7 +55,7 @@ def test_python_kind():
     assert agent.respond([Turn("user", "hi")], n=2, seed=1)[0].startswith("re: hi")
     with pytest.raises(AgentSpecError, match="cannot import module 'no_such_mod'"):
         load_agent("python:no_such_mod:make")
-    with pytest.raises(AgentSpecError, match="has no attribute 'nope'"):
+    with pytest.raises(AgentSpecError, match="has no callable 'nope'"):
         load_agent("python:tests.agents.toy_agents:nope")
     with pytest.raises(AgentSpecError, match="no respond"):
         load_agent("python:tests.agents.toy_agents:not_an_agent")

@@ -6,45 +6,26 @@ import importlib
 import inspect
 from typing import Any
 
+from enigma import python_spec
 from enigma.agents.errors import AgentSpecError, AgentUnavailable
 from enigma.agents.fingerprint import tree_identity
 from enigma.agents.spec import AgentSpec
 
 
-def _failed(exc: BaseException) -> str:
-    return f"called exit({exc.code!r})" if isinstance(exc, SystemExit) else f"raised {type(exc).__name__}: {exc}"
-
-
 def load_python_agent(spec: AgentSpec) -> Any:
-    module_name, factory_name = spec.target.rsplit(":", 1)
+    where = f"agent spec {spec.raw!r}"
     try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        raise AgentSpecError(f"agent spec {spec.raw!r}: cannot import module {module_name!r} ({exc})") from exc
-    except (Exception, SystemExit) as exc:  # the module's own code failed (or exited) on import
-        raise AgentUnavailable(f"agent {spec.raw}: importing {module_name} {_failed(exc)}") from exc
-    factory = getattr(module, factory_name, None)
-    if factory is None:
-        raise AgentSpecError(f"agent spec {spec.raw!r}: module {module_name!r} has no attribute {factory_name!r}")
-    if not callable(factory):
-        raise AgentSpecError(f"agent spec {spec.raw!r}: {module_name}.{factory_name} is not callable")
-    try:
-        inspect.signature(factory).bind()
-    except TypeError as exc:
-        raise AgentSpecError(
-            f"agent spec {spec.raw!r}: the factory must be callable with no arguments ({exc})"
-        ) from exc
-    except ValueError:  # no signature available (some builtins): just try it
-        pass
-    try:
-        agent = factory()
+        factory, name = python_spec.load_factory(f"python:{spec.target}", where)
+        agent = python_spec.call_factory(factory, name, where)
     # a factory that raises is an agent that cannot run, not a crash of ours; one that calls
     # exit() would otherwise end the whole command with its code (0 for a bare exit()), saying nothing
-    except (Exception, SystemExit) as exc:
-        raise AgentUnavailable(f"agent {spec.raw}: its factory {module_name}.{factory_name}() {_failed(exc)}") from exc
+    except python_spec.PluginFailed as exc:
+        raise AgentUnavailable(f"agent {spec.raw}: {'its factory ' if exc.in_factory else ''}{exc.detail}") from exc
+    except python_spec.PluginSpecError as exc:
+        raise AgentSpecError(str(exc)) from exc
     if not callable(getattr(agent, "respond", None)):
         raise AgentSpecError(
-            f"agent spec {spec.raw!r}: {module_name}.{factory_name}() returned {type(agent).__name__}, "
+            f"agent spec {spec.raw!r}: {name}() returned {type(agent).__name__}, "
             "which has no respond(history, n, seed) method"
         )
     return agent
