@@ -76,7 +76,7 @@ def test_the_block_follows_the_text_and_precedes_agreement_and_the_pca_leaves_it
 def test_grounding_needs_the_frozen_encoder_and_is_off_for_onehot():
     with pytest.raises(ValueError, match="grounding"):
         DiceConfig.preset("gda", encoder="finetune", grounding=True)
-    assert DiceConfig.preset("exact_nu", encoder="onehot", grounding=True).grounding is False
+    assert DiceConfig.preset("exact_nu", encoder="onehot", grounding=True).frozen is None
 
 
 NAMES = ["Ann", "Bob", "Cleo", "Dirk", "Edna", "Fritz", "Gus", "Hana"]

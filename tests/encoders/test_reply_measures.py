@@ -92,7 +92,7 @@ def test_without_the_block_the_vectors_are_what_they_were(cache):
 def test_reply_measures_need_the_frozen_encoder_and_are_off_for_onehot():
     with pytest.raises(ValueError, match="reply_measures"):
         DiceConfig.preset("gda", encoder="finetune", reply_measures=True)
-    assert DiceConfig.preset("exact_nu", encoder="onehot", reply_measures=True).reply_measures is False
+    assert DiceConfig.preset("exact_nu", encoder="onehot", reply_measures=True).frozen is None
 
 
 TOPICS = ["dogs", "jazz", "tennis", "pizza", "chess", "rain", "boats", "poems"]

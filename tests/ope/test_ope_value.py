@@ -272,7 +272,7 @@ def test_the_fitted_q_can_read_its_own_projection_of_the_text_vectors():
     for r in RATINGS:
         assert abs(small[r]["dr"] - ce[r]) < 0.002, (r, small[r], ce[r])
     assert max(abs(small[r]["q"] - wide[r]["q"]) for r in RATINGS) > 1e-3
-    assert json.loads(EnigmaEstimator(base).fingerprint())["dice"]["fqe"]["project_dim"] is None
+    assert json.loads(EnigmaEstimator(base).fingerprint())["dice"]["value"]["fqe"]["project_dim"] is None
     assert EnigmaEstimator(narrow).fingerprint() != EnigmaEstimator(base).fingerprint()
 
 
@@ -374,7 +374,7 @@ def test_the_fqe_q_settings_studied_for_persona_guess_run_through_the_estimator(
     changes the fingerprint, and at its default each is in it too."""
     mdp, store, policy, ta, cfg, est, result = fitted
     ce = certainty_equivalence_value(store, ta)
-    base = cfg.with_flat(value="dr", q_model="fqe", interval_resamples=10)
+    base = cfg.with_flat(value="dr", q_model="fqe", interval_resamples=20)
     for setting in ({"linear_members": 1}, {"lstd_residual": True}):
         studied = base.with_flat(fqe=base.value.fqe.model_copy(update=setting))
         out = EnigmaEstimator(studied, progress=False).estimate_full(store, HeldOutAgent(policy.name, target_actions=ta))
@@ -383,7 +383,7 @@ def test_the_fqe_q_settings_studied_for_persona_guess_run_through_the_estimator(
             low, high = out.intervals[r]
             assert low <= out.estimates[r]["estimate"] <= high
         assert EnigmaEstimator(studied).fingerprint() != EnigmaEstimator(base).fingerprint()
-        assert set(setting) <= set(json.loads(EnigmaEstimator(base).fingerprint())["dice"]["fqe"])
+        assert set(setting) <= set(json.loads(EnigmaEstimator(base).fingerprint())["dice"]["value"]["fqe"])
 
 
 def test_the_fqe_linear_path_reads_a_small_linear_rating():

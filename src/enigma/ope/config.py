@@ -2,7 +2,36 @@
 
 Every constant of the objective and the optimiser lives here and in the ``dice`` section of
 ``params.yaml``. A preset is a named set of values; the params section picks one with
-``preset:`` and may override any field.
+``preset:`` and may override any key. The section is flat; ``DiceConfig`` is composed of one part
+per module, and each module is handed only its part (issue 59, item 3):
+
+- ``objective`` (``ObjectiveConfig``): the regularised Lagrangian both solvers optimise, with
+  ``lambda_per_slot`` (the constraints are part of the Lagrangian, whichever solver meets them).
+- ``solver``: ``ExactNuConfig`` or ``GdaConfig``, tagged by the flat key ``solver``. Each holds
+  only its own settings; a key of the other solver is an error that names it and the solver.
+  ``steps``, ``log_every`` and the divergence guards (``zeta_collapse``, ``zeta_explode``) are on
+  both, since both apply them as they go. ``head_hidden``, ``slot_normalise``, ``batch_size`` and
+  ``average_last`` are gda's; exact_nu fixes them by construction (0, false, null, 0), answers
+  them as read-only properties, and a section may name them with exact_nu at those values only,
+  so that a gda row built on an exact_nu row (params.yaml's ``enigma-gda`` on ``enigma``) and a
+  section written before the split still resolve.
+- ``features``: ``FrozenFeatures``, ``FinetuneFeatures`` or ``OnehotFeatures``, tagged by
+  ``encoder``. What is computed once from fixed vectors (the frozen encoder's blocks,
+  ``target_history``, ``knowledge``, the PCA and its ``pca`` method, random features, turn
+  interactions) exists on the frozen features only: set for finetune it is an error, and onehot
+  (exact by construction) drops it, as it always turned it off. ``pca`` also finds the fqe Q's
+  own projection (``fqe.project_dim``), which is of the same frozen vectors.
+- ``value`` (``ValueConfig``): which value is reported (the flat key ``value`` is its ``kind``),
+  the Q behind it (``q_ridge``, ``q_model``, the nested ``fqe``) and its slot-balance guard
+  ``dr_slot_tol``.
+- ``interval`` (``IntervalConfig``, flat keys ``interval_<field>``): the bootstrap. A part of its
+  own rather than exact_nu's: its settings keep their values on a gda row that inherits them, and
+  ``interval_resamples > 0`` with gda is the error it always was.
+- On ``DiceConfig`` itself, the run's settings: ``tmax``, ``seed``, ``device``, ``torch_threads``,
+  ``missing_targets`` and ``eval_batch_size`` (both the features' pass and the diagnostics' use it).
+
+``DiceConfig.flat()`` gives the resolved settings back as a flat section (what a run records in
+its diagnostics); the fingerprint digests the nested ``model_dump`` whole.
 """
 
 from __future__ import annotations
