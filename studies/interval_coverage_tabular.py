@@ -56,15 +56,15 @@ def main() -> None:
         compare(*args.compare)
         return
 
-    cfg = dice_config("enigma", Params.load(args.params)).model_copy(update={"device": "cpu"})
+    cfg = dice_config("enigma", Params.load(args.params)).with_flat(device="cpu")
     torch.set_num_threads(cfg.torch_threads or 1)  # as `enigma estimate` does
-    cfg = type(cfg).model_validate({**cfg.model_dump(), **json.loads(args.dice or "{}"), "encoder": "onehot"})
+    cfg = cfg.with_flat(**json.loads(args.dice or "{}"), encoder="onehot")
     problem = reference_problem()
     exact = {t: problem.mdp.exact_value(p) for t, p in problem.targets.items()}
     rows, t0 = [], time.perf_counter()
     for rep in range(args.start, args.start + args.reps):
         store = problem.logs(args.dialogues, seed=1000 + rep)
-        est = EnigmaEstimator(cfg.model_copy(update={"seed": rep}), progress=False)
+        est = EnigmaEstimator(cfg.with_flat(seed=rep), progress=False)
         for t, policy in problem.targets.items():
             got = est.estimate_full(store, HeldOutAgent(t, target_actions=target_actions(store, policy, 1, seed=rep)))
             for r in RATINGS:
@@ -86,8 +86,8 @@ def main() -> None:
                                "bias": float(e.mean()), "sd": float(e.std(ddof=1))}
     summary = {
         "command": shlex.join([".venv/bin/python", "studies/interval_coverage_tabular.py", *sys.argv[1:]]),
-        "dialogues": args.dialogues, "reps": args.reps, "first_rep": args.start, "resamples": cfg.interval_resamples, "tol": cfg.interval_tol, "steps": cfg.interval_steps,
-        "level": cfg.interval_level, "intervals": len(rows), "coverage": float(covered.mean()),
+        "dialogues": args.dialogues, "reps": args.reps, "first_rep": args.start, "resamples": cfg.interval.resamples, "tol": cfg.interval.tol, "steps": cfg.interval.steps,
+        "level": cfg.interval.level, "intervals": len(rows), "coverage": float(covered.mean()),
         "coverage_se": float(np.sqrt(covered.mean() * (1 - covered.mean()) / len(rows))),
         "mean_width": float(widths.mean()), "max_width": float(widths.max()), "rmse": float(np.sqrt(np.mean(errors**2))),
         "per_target": per, "seconds": seconds, "rows": rows,
@@ -100,8 +100,8 @@ def main() -> None:
         f"`{summary['command']}`",
         "",
         f"{args.reps} sets of logs drawn afresh (seeds {1000 + args.start}-{1000 + args.start + args.reps - 1}) ({args.dialogues} dialogues each), 4 targets x 2 ratings each: "
-        f"{len(rows)} intervals at nominal {cfg.interval_level:.0%} ({cfg.interval_resamples} dialogue-bootstrap resamples, "
-        f"each refitted until its slot masses are within {cfg.interval_tol:g}, at most {cfg.interval_steps} Newton steps). {seconds:.0f} s.",
+        f"{len(rows)} intervals at nominal {cfg.interval.level:.0%} ({cfg.interval.resamples} dialogue-bootstrap resamples, "
+        f"each refitted until its slot masses are within {cfg.interval.tol:g}, at most {cfg.interval.steps} Newton steps). {seconds:.0f} s.",
         "",
         f"**Coverage {summary['coverage']:.3f}** (binomial s.e. {summary['coverage_se']:.3f}); mean width {summary['mean_width']:.4f}, "
         f"widest {summary['max_width']:.4f}; RMSE of the estimates {summary['rmse']:.4f}.",

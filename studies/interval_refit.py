@@ -66,19 +66,20 @@ def rows_for(cfg: DiceConfig, heads, turns, data, mu, rating: str) -> dict[str, 
 
     bootstrap.fit_exact_nu, bootstrap.refit_kkt = map(counted, originals)
     rules = {"k5": dict(interval_steps=5, interval_tol=1e3), "tol": {}, "kkt": dict(interval_refit="kkt"),
-             "full": dict(interval_tol=cfg.constraint_tol, interval_steps=2000)}
+             "full": dict(interval_tol=cfg.solver.constraint_tol, interval_steps=2000)}
     out = {}
     try:
         for name, upd in rules.items():
-            c = cfg.model_copy(update=upd)
+            c = cfg.with_flat(**upd)
             if name == "full":  # the full fit's gradient tolerance too
-                c = c.model_copy(update={"solver_tol": cfg.solver_tol / 100})
+                c = c.with_flat(solver_tol=cfg.solver.solver_tol / 100)
             calls.clear()
             t0 = time.perf_counter()
-            got = bootstrap.bootstrap_estimates(copy.deepcopy(heads), turns, data, c, warm_mu=mu)
+            got = bootstrap.bootstrap_estimates(copy.deepcopy(heads), turns, data, solver=c.solver, objective=c.objective,
+                                                interval=c.interval, value=c.value, seed=c.seed, warm_mu=mu)
             d = got["draws"][rating]
             out[name] = {"draws": d, "seconds": time.perf_counter() - t0, "mean_steps": float(np.mean(calls)),
-                         "interval": bootstrap.percentile_interval(d, cfg.interval_level), "mass_gap_max": got["mass_gap_max"],
+                         "interval": bootstrap.percentile_interval(d, cfg.interval.level), "mass_gap_max": got["mass_gap_max"],
                          "unconverged": got["unconverged"]}
     finally:
         bootstrap.fit_exact_nu, bootstrap.refit_kkt = originals
@@ -94,8 +95,9 @@ def benchmark_case(benchmark: str, agent: str, cfg: DiceConfig, params: Params):
     data = dice_data(paired)
     enc = EnigmaEstimator(cfg, encode=params.encode, progress=False).encoder()
     prep = enc.prepare(paired.dialogues, max(d.n_agent_turns for d in paired.dialogues))
-    run = train_dice(enc, prep, data, cfg.model_copy(update={"interval_resamples": 0}), progress=False)
-    turns = Features(enc, prep, data, torch.device("cpu"), cfg).turns
+    run = train_dice(enc, prep, data, cfg.with_flat(interval_resamples=0), progress=False)
+    turns = Features(enc, prep, data, torch.device("cpu"), cfg.frozen, tmax=cfg.tmax, seed=cfg.seed,
+                     q_project_dim=cfg.q_project_dim).turns
     return run, turns, data
 
 
@@ -103,7 +105,7 @@ def tabular_case(cfg: DiceConfig):
     problem = reference_problem()
     store = problem.logs(1500, seed=0)
     ta = target_actions(store, problem.targets["soft_matcher"], 1, seed=0)
-    c = DiceConfig.model_validate({**cfg.model_dump(), "encoder": "onehot", "tmax": 4, "interval_resamples": 0})
+    c = cfg.with_flat(encoder="onehot", tmax=4, interval_resamples=0)
     est = EnigmaEstimator(c, progress=False)
     full = est.estimate_full(store, HeldOutAgent("soft_matcher", target_actions=ta))
     run = full.runs["all"]
@@ -111,7 +113,7 @@ def tabular_case(cfg: DiceConfig):
     data = dice_data(paired)
     enc = est.encoder()
     prep = enc.prepare(paired.dialogues, max(d.n_agent_turns for d in paired.dialogues))
-    turns = Features(enc, prep, data, torch.device("cpu"), c).turns
+    turns = Features(enc, prep, data, torch.device("cpu"), c.frozen, tmax=c.tmax, seed=c.seed).turns
     return run, turns, data, c
 
 
@@ -124,24 +126,24 @@ def main() -> None:
     logging.disable(logging.WARNING)
     torch.set_num_threads(1)
     params = Params.load(REPO / "params.yaml")
-    cfg = dice_config("enigma", params).model_copy(update={"device": "cpu"})
+    cfg = dice_config("enigma", params).with_flat(device="cpu")
     cases = {}
     run, turns, data, tab_cfg = tabular_case(cfg)
-    cases["tabular/soft_matcher (match)"] = rows_for(tab_cfg.model_copy(update={"interval_resamples": args.resamples}), run.heads,
+    cases["tabular/soft_matcher (match)"] = rows_for(tab_cfg.with_flat(interval_resamples=args.resamples), run.heads,
                                                      turns, data, run.solver["mu"], "match")
     for case in args.case or ["airline:broken_intent", "airline:expert"]:
         benchmark, agent = case.split(":", 1)
         # each benchmark's ENIGMA as its reports run it (airline's reads its knowledge base)
-        b_cfg = benchmark_estimator(params.benchmark(benchmark), "enigma", params).config.model_copy(update={"device": "cpu"})
+        b_cfg = benchmark_estimator(params.benchmark(benchmark), "enigma", params).config.with_flat(device="cpu")
         run, turns, data = benchmark_case(benchmark, agent, b_cfg, params)
         rating = "reward"
-        cases[f"{benchmark}/{agent} ({rating})"] = rows_for(b_cfg.model_copy(update={"interval_resamples": args.resamples}), run.heads,
+        cases[f"{benchmark}/{agent} ({rating})"] = rows_for(b_cfg.with_flat(interval_resamples=args.resamples), run.heads,
                                                            turns, data, run.solver["mu"], rating)
     command = (".venv/bin/python studies/interval_refit.py " + " ".join(f"--case {c}" for c in args.case or [])
                + f" --resamples {args.resamples} --tag {args.tag}")
     lines = ["# Refitting bootstrap resamples: fixed steps, a tolerance, KKT steps", "", f"`{command}`", "",
              f"{args.resamples} resamples per case, the same for every row; `tol` is params.yaml's rule (slot masses within "
-             f"{cfg.interval_tol}). One core, other jobs running: compare seconds within a case.", "",
+             f"{cfg.interval.tol}). One core, other jobs running: compare seconds within a case.", "",
              "| case | rule | mean Newton steps | refits not converged | largest slot-mass gap | max abs diff of a draw vs full | interval | seconds |",
              "|---|---|---|---|---|---|---|---|"]
     for case, rows in cases.items():

@@ -110,28 +110,29 @@ def run_agent(cfg, encoder, store, agent: str, targets) -> dict:
             "final_slot_means": [], "final_worst_slot_dev": nan, "window_worst_slot_dev": nan,
             "window_estimate_drift": nan, "converged": False, "diverged": str(exc), "lambda_mean": nan,
             "lambda_weighted_mean": nan, "two_alpha_E_zeta_sq": nan, "slot_E_f_zeta": [], "ess_share": nan,
-            "window_ess_share_range": nan, "window_loss_slope_per_1000_steps": nan, "flow_term": nan, "lambda_active": not cfg.slot_normalise, "curve": [],
+            "window_ess_share_range": nan, "window_loss_slope_per_1000_steps": nan, "flow_term": nan, "lambda_active": not cfg.solver.slot_normalise, "curve": [],
         }
     seconds, cpu_seconds = time.perf_counter() - t0, time.process_time() - c0
 
     # zeta in every slot of every dialogue at the final weights
     device = pick_device(cfg.device)
-    feats = Features(encoder, prepared, data, device, cfg)
+    feats = Features(encoder, prepared, data, device, cfg.frozen, tmax=cfg.tmax, seed=cfg.seed,
+                     eval_batch_size=cfg.eval_batch_size, q_project_dim=cfg.q_project_dim)
     with torch.no_grad():
         logged, target = feats(None)
         v = slot_values(
-            run.heads, logged, target, data.sample_mask.to(device), data.n_agent_turns.to(device), slot_normalise=cfg.slot_normalise
+            run.heads, logged, target, data.sample_mask.to(device), data.n_agent_turns.to(device), slot_normalise=cfg.solver.slot_normalise
         )
         zeta = v.zeta.float().cpu()
         # E[(1/Tmax) sum_t zeta_t (nu'_{t+1} - nu_t)]: 0 at a saddle point of the nu player (alpha_nu = 0)
         flow = float((v.zeta * (v.nu_next - v.nu)).mean())
     slot_mean = zeta.mean(0).numpy()
-    slot_sq = penalty(zeta, cfg.zeta_penalty).mean(0).numpy()  # E[f(zeta)] per slot
-    f_prime_scale = 2.0 if cfg.zeta_penalty == "square" else 1.0  # f'(x) = 2x or x
+    slot_sq = penalty(zeta, cfg.objective.zeta_penalty).mean(0).numpy()  # E[f(zeta)] per slot
+    f_prime_scale = 2.0 if cfg.objective.zeta_penalty == "square" else 1.0  # f'(x) = 2x or x
     lam = np.broadcast_to(run.lam, slot_mean.shape)
     # the stationarity identity: mean_t lambda_t E[zeta_t] = f'-scale * alpha * mean_t E[zeta_t^2]
     lam_weighted = float(np.mean(lam * slot_mean))
-    lam_star = float(cfg.alpha_zeta * f_prime_scale * np.mean(zeta.numpy() ** 2))
+    lam_star = float(cfg.objective.alpha_zeta * f_prime_scale * np.mean(zeta.numpy() ** 2))
 
     curve = run.curve
     last = curve[-1]["step"]
@@ -151,7 +152,7 @@ def run_agent(cfg, encoder, store, agent: str, targets) -> dict:
             drift = max(drift, max(vals) - min(vals))
     final_slot_dev = float(np.max(np.abs(slot_mean - 1)))
     met = bool(full_window and window_slot_dev <= SLOT_TOL and drift <= ESTIMATE_TOL and final_slot_dev <= SLOT_TOL)
-    if cfg.solver == "exact_nu":
+    if cfg.solver.name == "exact_nu":
         # a minimisation: converged is a stationary point of F (every partial derivative of
         # 4 alpha_nu F under solver_tol); the slots hold by construction
         met = bool(run.solver["converged"] and final_slot_dev <= SLOT_TOL)
@@ -174,7 +175,7 @@ def run_agent(cfg, encoder, store, agent: str, targets) -> dict:
         "window_loss_slope_per_1000_steps": float(loss_slope),
         "flow_term": flow,
         # with alpha_nu > 0 the identity above gains the flow term, so it is no check there
-        "lambda_active": not cfg.slot_normalise and cfg.normalise and cfg.solver == "gda",
+        "lambda_active": not cfg.solver.slot_normalise and cfg.objective.normalise and cfg.solver.name == "gda",
         "diverged": None,
         "solver": run.solver,
         "curve": curve,
@@ -224,7 +225,7 @@ def main() -> None:
     for label, override in rows_to_run.items():
         cfg = DiceConfig.from_section({**section, **override})
         if encoder is None:  # one encoder (and embedding cache) for every row: same features
-            encoder = build_encoder(cfg, cache_dir)
+            encoder = build_encoder(cfg.features, cache_dir)
             # warm the embedding cache with every text first (not timed), as a study after the
             # encode stage would find it
             texts = set(store.turns.column("text").to_pylist())
@@ -265,7 +266,7 @@ def main() -> None:
             "max_rel_lambda_minus_star": max(
                 abs(p["lambda_weighted_mean"] - p["two_alpha_E_zeta_sq"]) / p["two_alpha_E_zeta_sq"] for p in per.values()
             ),
-            "lambda_active": bool(cfg.normalise and not cfg.slot_normalise and cfg.solver == "gda"),
+            "lambda_active": bool(cfg.objective.normalise and not cfg.solver.slot_normalise and cfg.solver.name == "gda"),
             "max_window_ess_share_range": max(p["window_ess_share_range"] for p in per.values()),
             "max_abs_flow_term": max(abs(p["flow_term"]) for p in per.values()),
             "median_flow_term": float(np.median([p["flow_term"] for p in per.values()])),

@@ -63,7 +63,7 @@ def main() -> None:
     ap.add_argument("--work", type=Path, default=REPO / "data" / "work" / "ope_rows")
     args = ap.parse_args()
 
-    from enigma.ope.config import DiceConfig
+    from enigma.ope.config import ValueConfig
     from enigma.ope.guards import dr_balance_problem
     from provenance import code_version
 
@@ -84,19 +84,19 @@ def main() -> None:
             for run in runs:
                 m = np.asarray(run["slot_means"], dtype=float)
                 gaps.append(float(np.max(np.abs(m / m.mean() - 1.0))))
-                cfg = DiceConfig.model_validate({**run["config"], "value": "dr"})  # what the guard says of the dr value
-                flagged += dr_balance_problem(m, cfg) is not None
+                value_cfg = ValueConfig(kind="dr", dr_slot_tol=run["config"]["dr_slot_tol"])  # what the guard says of the dr value
+                flagged += dr_balance_problem(m, value_cfg) is not None
             value = runs[0]["config"]["value"]
             out[bench][row] = {
                 "agents": len(runs), "failed_agents": score.get("failed_agents", 0), "value": value,
-                "solver": runs[0]["config"]["solver"], "head_hidden": runs[0]["config"]["head_hidden"],
-                "slot_normalise": runs[0]["config"]["slot_normalise"],
+                "solver": runs[0]["config"]["solver"], "head_hidden": runs[0]["config"].get("head_hidden", 0),
+                "slot_normalise": runs[0]["config"].get("slot_normalise", False),
                 "slot_gap_median": float(np.median(gaps)), "slot_gap_min": float(np.min(gaps)), "slot_gap_max": float(np.max(gaps)),
                 "flagged_if_dr": flagged, "largest_abs_estimate": float(max(abs(e) for r in runs for e in r["estimates"])),
                 "mean_pearson": score.get("mean_pearson"),
             }
     cmd = shlex.join([".venv/bin/python", "studies/ope_dr_balance.py", *sys.argv[1:]])
-    tol = DiceConfig().dr_slot_tol
+    tol = ValueConfig().dr_slot_tol
     lines = ["# The doubly robust value's slot-balance guard on the gradient descent-ascent study's rows", "", f"`{cmd}`", "",
              f"Code: {code_version()}.", "",
              "Per row (27 held-out agents, saved results of `studies/ope_enigma_rows.py`): the slot masses' largest "

@@ -139,8 +139,8 @@ def main() -> None:
         except Exception as exc:  # a diverged run is a result too
             res, status = None, f"{type(exc).__name__}: {exc}"
         dt = time.perf_counter() - t0
-        row = {"config": name, "seconds": round(dt, 2), "status": status, "steps": cfg.steps, "batch_size": cfg.batch_size,
-               "head_hidden": cfg.head_hidden}
+        row = {"config": name, "seconds": round(dt, 2), "status": status, "steps": cfg.solver.steps, "batch_size": cfg.solver.batch_size,
+               "head_hidden": cfg.solver.head_hidden}
         if res is not None:
             d = res.diagnostics["all"]
             row.update(steps_run=d["steps"], s_per_100_steps=round(100 * dt / d["steps"], 2), ess_share=round(d["ess_share"], 3), slot_zeta_mean=[round(x, 3) for x in d["slot_zeta_mean"]],

@@ -86,7 +86,7 @@ def main() -> None:
     from enigma.params import Params
     from provenance import code_version
 
-    k = dice_config("enigma", Params.load(args.params)).project_dim
+    k = dice_config("enigma", Params.load(args.params)).frozen.project_dim
     torch.set_num_threads(1)
 
     def timed(fn):

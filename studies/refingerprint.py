@@ -76,14 +76,18 @@ def fingerprints() -> dict[str, dict[str, str]]:
 
 
 def resolved_configs() -> dict[str, dict[str, dict]]:
-    """{params file: {benchmark: {ENIGMA entry: its estimator's resolved DiceConfig, as JSON}}}."""
+    """{params file: {benchmark: {ENIGMA entry: its estimator's resolved DiceConfig, as JSON}}}: a
+    flat section (``DiceConfig.flat()``) where the code has one, so that a reference written before
+    the config was split into parts (issue 59, item 3) compares key by key with one written after."""
     from enigma.ope.estimator import EnigmaEstimator
 
     out: dict[str, dict[str, dict]] = {}
     for params_file in PARAMS_FILES:
         for bench, name, est, _ in benchmark_estimators(params_file):
             if isinstance(est, EnigmaEstimator):
-                out.setdefault(params_file, {}).setdefault(bench, {})[name] = est.config.model_dump(mode="json")
+                cfg = est.config
+                flat = cfg.flat() if hasattr(cfg, "flat") else cfg.model_dump(mode="json")
+                out.setdefault(params_file, {}).setdefault(bench, {})[name] = flat
     return out
 
 
@@ -208,27 +212,52 @@ def verify(data: Path, results_root: Path, n_agents: int, benchmarks: list[str] 
     return report
 
 
-def check_configs() -> int:
-    before = json.loads(CONFIGS_BEFORE.read_text())["configs"]
+def compare_config(before: dict | None, now: dict | None) -> tuple[bool, str]:
+    """Whether a row resolves as before: every key it has now at the value it had; a key it no
+    longer has only where the split config says it has no effect (the other solver's setting, or
+    one exact_nu fixes, at its fixed value). Returns (same, what was set aside)."""
+    if before is None or now is None:
+        return False, "missing"
+    from enigma.ope.config import _OWNERS, _SOLVERS, EXACT_NU_FIXED
+
+    changed = [k for k in now if before.get(k, object()) != now[k]]
+    other, fixed, unknown = [], [], []
+    for key in sorted(set(before) - set(now)):
+        part, field = _OWNERS.get(key, ("?", key))
+        if now.get("solver") == "exact_nu" and key in EXACT_NU_FIXED:
+            (fixed if before[key] == EXACT_NU_FIXED[key][0] else unknown).append(key)
+        elif part == "solver" and field not in _SOLVERS[now["solver"]].model_fields:
+            other.append(key)
+        else:
+            unknown.append(key)
+    same = not changed and not unknown
+    aside = f"{len(other)} of the other solver's, {len(fixed)} fixed by exact_nu at their values" if other or fixed else ""
+    return same, aside if same else f"changed {changed}, lost {unknown}"
+
+
+def check_configs(reference: Path = CONFIGS_BEFORE, report: Path = RESULTS / "refingerprint_configs_check.md") -> int:
+    before = json.loads(reference.read_text())["configs"]
     now = resolved_configs()
     rows, differ = [], []
     for params_file in sorted(set(before) | set(now)):
         for bench in sorted(set(before.get(params_file, {})) | set(now.get(params_file, {}))):
             b, n = before.get(params_file, {}).get(bench, {}), now.get(params_file, {}).get(bench, {})
             for name in sorted(set(b) | set(n)):
-                same = b.get(name) == n.get(name)
-                rows.append((params_file, bench, name, "same" if same else "DIFFERENT"))
+                same, note = compare_config(b.get(name), n.get(name))
+                rows.append((params_file, bench, name, ("same" if same else "DIFFERENT") + (f" ({note})" if note else "")))
                 if not same:
                     differ.append(f"{params_file}:{bench}/{name}")
     from provenance import code_version
 
     lines = [
-        "# Issue 59: the GDA preset renamed, the fingerprint tables deleted: every ENIGMA row resolves as before",
+        "# Issue 59: every ENIGMA row resolves as before",
         "",
-        "Reproduce: `.venv/bin/python studies/refingerprint.py configs --check` (the reference,",
-        f"`{CONFIGS_BEFORE.relative_to(REPO)}`, was written by `configs` on the code before the change,",
-        f"{json.loads(CONFIGS_BEFORE.read_text())['code']}). Each (params file, benchmark, ENIGMA entry): the estimator's whole",
-        "resolved DiceConfig (`model_dump(mode=\"json\")`), built as the benchmark builds it, compared value by value.",
+        f"Reproduce: `.venv/bin/python studies/refingerprint.py configs --check{'' if reference == CONFIGS_BEFORE else f' --reference {reference}'}` (the reference,",
+        f"`{reference}`, was written by `configs` on the code before the change,",
+        f"{json.loads(reference.read_text())['code']}). Each (params file, benchmark, ENIGMA entry): the estimator's whole",
+        "resolved DiceConfig as a flat section (`DiceConfig.flat()`; before the split, `model_dump(mode=\"json\")`), built as",
+        "the benchmark builds it, compared key by key: every key it has now at its old value; a key it no longer has only where",
+        "it has no effect (the other solver's, or one exact_nu fixes, at its fixed value).",
         f"Code: {code_version()}.",
         "",
         f"- rows checked: {len(rows)}; the same: {len(rows) - len(differ)}",
@@ -239,7 +268,7 @@ def check_configs() -> int:
         "|---|---|---|---|",
         *[f"| {p} | {b} | {n} | {s} |" for p, b, n, s in rows],
     ]
-    (RESULTS / "refingerprint_configs_check.md").write_text("\n".join(lines) + "\n")
+    report.write_text("\n".join(lines) + "\n")
     print("\n".join(lines[:11]))
     return 1 if differ else 0
 
@@ -250,6 +279,8 @@ def main() -> None:
     sub.add_parser("dump", help=f"the code's estimator fingerprints -> {BEFORE.relative_to(REPO)}")
     cfg = sub.add_parser("configs", help=f"every ENIGMA row's resolved config -> {CONFIGS_BEFORE.relative_to(REPO)}")
     cfg.add_argument("--check", action="store_true", help="compare with the committed reference instead")
+    cfg.add_argument("--reference", type=Path, default=CONFIGS_BEFORE, help="--check: the reference to compare with")
+    cfg.add_argument("--report", type=Path, default=RESULTS / "refingerprint_configs_check.md", help="--check: where the table goes")
     mig = sub.add_parser("migrate", help="rewrite the saved results' estimator fingerprints")
     mig.add_argument("data_dirs", nargs="+", type=Path, help="pipeline data folders (data/<benchmark>/results...)")
     mig.add_argument("--dry-run", action="store_true", help="count, write nothing")
@@ -270,7 +301,7 @@ def main() -> None:
         CONFIGS_BEFORE.write_text(json.dumps({"code": code_version(), "configs": resolved_configs()}, indent=1, sort_keys=True) + "\n")
         print(f"wrote {CONFIGS_BEFORE}")
     elif args.mode == "configs":
-        sys.exit(check_configs())
+        sys.exit(check_configs(args.reference, args.report))
     elif args.mode == "verify":
         report = verify(args.data, args.results or args.data, args.agents, args.benchmark)
         sys.exit(1 if any(c["not reused"] for c in report.values()) or not report else 0)

@@ -113,7 +113,7 @@ def run_case(copies: int, longest: int) -> dict:
     lengths = agent_turn_counts(exp)
     rss_built = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
     params = Params.load(REPO / "params.yaml")
-    cfg = dice_config("enigma", params).model_copy(update={"tmax": max(15, max(lengths) + 1), "interval_resamples": 0, "device": "cpu"})
+    cfg = dice_config("enigma", params).with_flat(tmax=max(15, max(lengths) + 1), interval_resamples=0, device="cpu")
     est = EnigmaEstimator(cfg, encode=params.encode, progress=False, cache_dir=REPO / "cache" / "embeddings")
     t0 = time.perf_counter()
     out = est.estimate_full(exp, HeldOutAgent(AGENT, target_actions=ta))

@@ -67,8 +67,8 @@ def test_shared_values_fill_every_section_that_uses_them_unless_it_sets_its_own(
     from enigma.estimators import dice_config
 
     # a variant inherits from its base, key by key
-    assert dice_config("gda", params).seed == 3 and dice_config("gda", params).encoder_model == "mpnet"
-    assert dice_config("gda", params).solver == "gda" and dice_config("enigma", params).solver == "exact_nu"
+    assert dice_config("gda", params).seed == 3 and dice_config("gda", params).features.encoder_model == "mpnet"
+    assert dice_config("gda", params).solver.name == "gda" and dice_config("enigma", params).solver.name == "exact_nu"
     # without an estimators section, ENIGMA on its defaults, with the shared seed too
     assert dice_config("enigma", Params.from_dict({"shared": {"seed": 4}})).seed == 4
 
@@ -84,11 +84,11 @@ def test_a_benchmarks_knowledge_base_applies_where_no_entry_of_the_chain_sets_on
         "own": {"base": "enigma", "dice": {"knowledge": "python:my.base:facts"}},
         "tuned": {"base": "enigma", "dice": {"encoder": "finetune"}},
     }})
-    assert dice_config("enigma", params, airline).knowledge == airline
-    assert dice_config("enigma", params).knowledge is None  # `enigma estimate` runs on no benchmark
-    assert dice_config("studied", params, airline).knowledge is None
-    assert dice_config("on-studied", params, airline).knowledge is None
-    assert dice_config("own", params, airline).knowledge == "python:my.base:facts"
+    assert dice_config("enigma", params, airline).frozen.knowledge == airline
+    assert dice_config("enigma", params).frozen.knowledge is None  # `enigma estimate` runs on no benchmark
+    assert dice_config("studied", params, airline).frozen.knowledge is None
+    assert dice_config("on-studied", params, airline).frozen.knowledge is None
+    assert dice_config("own", params, airline).frozen.knowledge == "python:my.base:facts"
     # an entry that cannot read the benchmark's base says where the base came from
     with pytest.raises(ParamsError, match="(?s)estimators.tuned.dice: .*frozen.*the benchmark's; knowledge: null in the entry"):
         dice_config("tuned", params, airline)
@@ -102,12 +102,12 @@ def test_an_estimator_built_for_a_benchmark_reads_its_knowledge_base():
     params = Params.load(REPO_ROOT / "params.yaml")
     for name in ("airline", "airline-seed1", "see2019"):
         b = params.benchmark(name)
-        assert benchmark_estimator(b, "enigma", params).config.knowledge == params.benchmarks[name].knowledge
+        assert benchmark_estimator(b, "enigma", params).config.frozen.knowledge == params.benchmarks[name].knowledge
     # no benchmark's headline reads a knowledge base (issue 58): the simulator's is a labelled study row
     assert all(b.knowledge is None for b in params.benchmarks.values())
     # an ablation keeps its own choice (the lab's rows too: tests/studies), a comparator is built as anywhere
     airline = params.benchmark("airline")
-    assert benchmark_estimator(airline, "enigma-weighted", params).config.knowledge is None
+    assert benchmark_estimator(airline, "enigma-weighted", params).config.frozen.knowledge is None
     assert benchmark_estimator(airline, "experience-mean", params).name == "experience-mean"
 
 

@@ -89,5 +89,5 @@ def test_enigma_estimate_with_an_extending_params_file_runs_the_merged_settings(
     product = Params.load(repo / "params.yaml")
     entry = product.estimators["enigma"]
     expected = dice_config("enigma", product.model_copy(update={"estimators": {"enigma": entry.model_copy(
-        update={"dice": {**entry.dice, "encoder": "onehot", "interval_resamples": 0}})}})).model_dump(mode="json")
+        update={"dice": {**entry.dice, "encoder": "onehot", "interval_resamples": 0}})}})).flat()
     assert recorded["interval_resamples"] == 0 and {**recorded, "tmax": None} == expected

@@ -92,11 +92,11 @@ def enigma(name: str, params: Params, *, knowledge: str | None = None, progress:
 
     cfg = dice_config(name, params, knowledge)
     if params.estimators[name].random_encoder:
-        if cfg.encoder == "onehot":
+        if cfg.features.encoder == "onehot":
             raise ParamsError(f"estimators.{name}: random_encoder needs a text encoder (dice.encoder frozen or finetune), not onehot")
         # the same architecture with random weights, in an embedding-cache namespace of its own
         # (enigma.encoders.weights: random:<base>:<seed>)
-        cfg = cfg.model_copy(update={"encoder_model": f"random:{cfg.encoder_model}:{cfg.seed}"})
+        cfg = cfg.with_flat(encoder_model=f"random:{cfg.features.encoder_model}:{cfg.seed}")
     return EnigmaEstimator(cfg, encode=params.encode, name=name, progress=progress)
 
 
@@ -138,5 +138,5 @@ def uses_embedding_cache(est: Estimator, params: Params) -> bool:
     from enigma.ope.estimator import EnigmaEstimator
 
     if isinstance(est, EnigmaEstimator):
-        return est.config.encoder == "frozen" and est.config.encoder_model == params.encode.model
+        return est.config.frozen is not None and est.config.frozen.encoder_model == params.encode.model
     return getattr(est, "embedder", None) is not None

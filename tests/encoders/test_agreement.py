@@ -92,7 +92,7 @@ def test_pca_leaves_the_agreement_features_alone(cache):
     cfg = DiceConfig.preset("gda", project_dim=2)
     mask = torch.tensor([[[True, False], [True, False], [True, True]]])
     data = DiceData(["d"], torch.tensor([D.n_agent_turns]), mask, np.zeros((1, 0)), [])
-    feats = Features(enc, prepared, data, torch.device("cpu"), cfg)
+    feats = Features(enc, prepared, data, torch.device("cpu"), cfg.frozen)
     assert feats.dim == 2 + AGREEMENT_DIM
     logged, _ = feats(None)
     torch.testing.assert_close(logged[0, :, 2:], prepared.agreement[:, 0])
@@ -100,6 +100,6 @@ def test_pca_leaves_the_agreement_features_alone(cache):
     # (fqe.agreement: false), with or without the PCA and with random features appended after
     assert feats.text_dim == 2
     for c in (DiceConfig.preset("gda"), DiceConfig.preset("gda", project_dim=2, random_features=4)):
-        f = Features(enc, prepared, data, torch.device("cpu"), c)
-        assert f.text_dim == (2 if c.project_dim else enc.dim - AGREEMENT_DIM)
+        f = Features(enc, prepared, data, torch.device("cpu"), c.frozen)
+        assert f.text_dim == (2 if c.frozen.project_dim else enc.dim - AGREEMENT_DIM)
         torch.testing.assert_close(f(None)[0][0, :, f.text_dim : f.text_dim + AGREEMENT_DIM], prepared.agreement[:, 0])

@@ -68,7 +68,7 @@ def test_the_block_follows_the_text_and_precedes_agreement_and_the_pca_leaves_it
     # the heads' PCA projects the text only; the fqe Q reads text and grounding, not agreement
     mask = torch.tensor([[[True], [True]]])
     data = DiceData(["d"], torch.tensor([2]), mask, np.zeros((1, 0)), [])
-    feats = Features(enc, prepared, data, torch.device("cpu"), DiceConfig.preset("gda", project_dim=1))
+    feats = Features(enc, prepared, data, torch.device("cpu"), DiceConfig.preset("gda", project_dim=1).frozen)
     assert (feats.text_dim, feats.pair_dim, feats.dim) == (1, GROUNDING_DIM, 1 + GROUNDING_DIM + AGREEMENT_DIM)
     torch.testing.assert_close(feats(None)[0][0, :, 1 : 1 + GROUNDING_DIM], g[:, 0])
 
@@ -76,7 +76,7 @@ def test_the_block_follows_the_text_and_precedes_agreement_and_the_pca_leaves_it
 def test_grounding_needs_the_frozen_encoder_and_is_off_for_onehot():
     with pytest.raises(ValueError, match="grounding"):
         DiceConfig.preset("gda", encoder="finetune", grounding=True)
-    assert DiceConfig.preset("exact_nu", encoder="onehot", grounding=True).grounding is False
+    assert DiceConfig.preset("exact_nu", encoder="onehot", grounding=True).frozen is None
 
 
 NAMES = ["Ann", "Bob", "Cleo", "Dirk", "Edna", "Fritz", "Gus", "Hana"]

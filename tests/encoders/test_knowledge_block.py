@@ -287,7 +287,7 @@ def test_the_setting_needs_the_frozen_encoder_and_a_python_spec():
         DiceConfig(encoder="finetune", solver="gda", knowledge="python:enigma.sim.knowledge:airline")
     with pytest.raises(ValueError, match="knowledge"):
         DiceConfig(knowledge="enigma/sim/knowledge.py")
-    assert DiceConfig(encoder="onehot", knowledge="python:enigma.sim.knowledge:airline").knowledge is None
+    assert DiceConfig(encoder="onehot", knowledge="python:enigma.sim.knowledge:airline").frozen is None
 
 
 def test_a_retrieved_action_is_held_to_the_customer_it_answered(cache):

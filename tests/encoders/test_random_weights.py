@@ -53,20 +53,21 @@ def _built(name: str):
 def test_enigma_random_encoder_is_enigma_with_the_random_model():
     enigma, ablation = _built("enigma"), _built("enigma-random-encoder")
     assert ablation.name == "enigma-random-encoder"
-    assert ablation.config.encoder_model == f"random:{enigma.config.encoder_model}:{enigma.config.seed}"
+    assert ablation.config.features.encoder_model == f"random:{enigma.config.features.encoder_model}:{enigma.config.seed}"
     # the ablation skips the bootstrap interval (its point is the encoder, and intervals cost 100 refits)
-    assert ablation.config.interval_resamples == 0
+    assert ablation.config.interval.resamples == 0
     # it ran on top of the mean of 5 fitted Qs and keeps them (its pair, that default's row, is the lab's
     # enigma-fqe-ensemble5): otherwise it is enigma
-    assert ablation.config.fqe.ensemble == 5 and enigma.config.fqe.ensemble == 3
-    assert ablation.config.model_copy(update={"encoder_model": enigma.config.encoder_model, "fqe": enigma.config.fqe,
-                                              "interval_resamples": enigma.config.interval_resamples}) == enigma.config
+    assert ablation.config.value.fqe.ensemble == 5 and enigma.config.value.fqe.ensemble == 3
+    assert ablation.config.with_flat(encoder_model=enigma.config.features.encoder_model, fqe=enigma.config.value.fqe,
+                                     interval_resamples=enigma.config.interval.resamples) == enigma.config
 
 
 def test_enigma_gda_is_enigma_solved_by_gradient_descent_ascent():
     enigma, gda = _built("enigma"), _built("enigma-gda")
-    assert gda.name == "enigma-gda" and gda.config.solver == "gda" and enigma.config.solver == "exact_nu"
+    assert gda.name == "enigma-gda" and gda.config.solver.name == "gda" and enigma.config.solver.name == "exact_nu"
     # the same features: only the solver's settings differ
     for field in ("tmax", "encoder", "encoder_model", "project_dim", "head_hidden", "agreement", "seed"):
-        assert getattr(gda.config, field) == getattr(enigma.config, field), field
+        assert gda.config.flat().get(field, 0) == enigma.config.flat().get(field, 0), field  # exact_nu's heads: 0 by construction
+    assert gda.config.features == enigma.config.features.model_copy(update={"grounding": False, "reply_measures": False})
     assert gda.fingerprint() != enigma.fingerprint()

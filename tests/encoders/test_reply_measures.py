@@ -73,7 +73,7 @@ def test_the_block_follows_grounding_precedes_agreement_and_the_pca_leaves_it_al
     # the heads' PCA projects the text only; the fqe Q reads text, grounding and the measures, not agreement
     mask = torch.tensor([[[True], [True]]])
     data = DiceData(["d"], torch.tensor([2]), mask, np.zeros((1, 0)), [])
-    feats = Features(enc, prepared, data, torch.device("cpu"), DiceConfig.preset("gda", project_dim=1))
+    feats = Features(enc, prepared, data, torch.device("cpu"), DiceConfig.preset("gda", project_dim=1).frozen)
     assert (feats.text_dim, feats.pair_dim) == (1, GROUNDING_DIM + REPLY_MEASURES_DIM)
     torch.testing.assert_close(feats(None)[0][0, :, 1 + GROUNDING_DIM : 1 + GROUNDING_DIM + REPLY_MEASURES_DIM], m[:, 0])
 
@@ -92,7 +92,7 @@ def test_without_the_block_the_vectors_are_what_they_were(cache):
 def test_reply_measures_need_the_frozen_encoder_and_are_off_for_onehot():
     with pytest.raises(ValueError, match="reply_measures"):
         DiceConfig.preset("gda", encoder="finetune", reply_measures=True)
-    assert DiceConfig.preset("exact_nu", encoder="onehot", reply_measures=True).reply_measures is False
+    assert DiceConfig.preset("exact_nu", encoder="onehot", reply_measures=True).frozen is None
 
 
 TOPICS = ["dogs", "jazz", "tennis", "pizza", "chess", "rain", "boats", "poems"]

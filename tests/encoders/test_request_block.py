@@ -93,4 +93,4 @@ def test_without_the_block_the_vectors_are_what_they_were(cache):
 def test_the_request_block_needs_the_frozen_encoder_and_is_off_for_onehot():
     with pytest.raises(ValueError, match="request"):
         DiceConfig.preset("gda", encoder="finetune", request=True)
-    assert DiceConfig.preset("exact_nu", encoder="onehot", request=True).request is False
+    assert DiceConfig.preset("exact_nu", encoder="onehot", request=True).frozen is None

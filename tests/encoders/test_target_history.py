@@ -95,11 +95,11 @@ def test_the_setting_needs_the_frozen_encoder_and_keys_saved_results(cache):
     with pytest.raises(ValueError, match="target_history"):
         DiceConfig.preset("gda", encoder="finetune", target_history="own")
     # onehot's states are the whole history: nothing to read it after but the logs (no sources there)
-    assert DiceConfig.preset("exact_nu", encoder="onehot", target_history="own").target_history == "source"
+    assert DiceConfig.preset("exact_nu", encoder="onehot", target_history="own").frozen is None
     with pytest.raises(ValueError, match="target_history"):
         FrozenPairEncoder(cache, target_history="theirs")
     # the default reads sources where a stand-in recorded them, and is the logged reading elsewhere
-    assert DiceConfig.preset("exact_nu").target_history == "source"
+    assert DiceConfig.preset("exact_nu").features.target_history == "source"
     for other in ("source", "logged", "own"):
         fingerprint = EnigmaEstimator(DiceConfig.preset("exact_nu", target_history=other)).fingerprint()
         assert f'"target_history": "{other}"' in fingerprint

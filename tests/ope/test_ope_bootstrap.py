@@ -36,7 +36,7 @@ def test_interval_settings_key_the_result_even_without_an_interval():
     assert a != EnigmaEstimator(_cfg(interval_resamples=0, interval_level=0.9, interval_refit="kkt")).fingerprint()
     assert a != EnigmaEstimator(_cfg(interval_level=0.9)).fingerprint()  # a result with intervals is another result
     # the other refit method gives other draws, so another result
-    assert '"interval_refit": "multipliers"' in EnigmaEstimator(_cfg()).fingerprint()
+    assert '"refit": "multipliers"' in EnigmaEstimator(_cfg()).fingerprint()
     assert EnigmaEstimator(_cfg(interval_refit="kkt")).fingerprint() != EnigmaEstimator(_cfg()).fingerprint()
 
 
@@ -114,7 +114,7 @@ def test_a_resample_held_as_its_distinct_dialogues_with_their_counts_refits_as_i
     assert counts.max() > 1 and len(unique) < 0.7 * len(idx)  # a real resample: repeats, fewer rows
     copies, weighted = turns.select(idx), turns.resample(unique, counts)
     data_copies, data_weighted = subset(data, idx.numpy()), subset(data, unique.numpy())
-    fits = [fit_exact_nu(copy.deepcopy(run.heads), t, d, cfg, progress=False, warm_mu=run.solver["mu"], warn=False)
+    fits = [fit_exact_nu(copy.deepcopy(run.heads), t, d, cfg.solver, cfg.objective, progress=False, warm_mu=run.solver["mu"], warn=False)
             for t, d in ((copies, data_copies), (weighted, data_weighted))]
     (h_c, curve_c, sum_c), (h_w, curve_w, sum_w) = fits
     assert sum_w["iterations"] == sum_c["iterations"] and sum_c["converged"]
@@ -123,8 +123,8 @@ def test_a_resample_held_as_its_distinct_dialogues_with_their_counts_refits_as_i
     for key in ("zeta_mean", "ess", "flow_residual", "estimate_match", "estimate_short"):
         assert curve_w[-1][key] == pytest.approx(curve_c[-1][key], rel=1e-9), key
     for q_c, q_w in ((None, None), (turn_q.select(idx), turn_q.select(unique))):
-        v_c = value_estimates(h_c, copies, data_copies, cfg.tmax, cfg.q_ridge, q_c)
-        v_w = value_estimates(h_w, weighted, data_weighted, cfg.tmax, cfg.q_ridge, q_w)
+        v_c = value_estimates(h_c, copies, data_copies, cfg.tmax, cfg.value.q_ridge, q_c)
+        v_w = value_estimates(h_w, weighted, data_weighted, cfg.tmax, cfg.value.q_ridge, q_w)
         for r in RATINGS:
             for k in ("weighted", "q", "dr"):
                 assert v_w[r][k] == pytest.approx(v_c[r][k], abs=1e-7), (r, k, q_c is None)
@@ -169,11 +169,11 @@ def test_a_kkt_refit_reaches_the_solution_of_the_multipliers_at_the_fits_toleran
 
     torch.set_num_threads(1)
     cfg, run, turns, data = _resample_problem(400, seed)
-    by_multipliers, _, s_m = fit_exact_nu(copy.deepcopy(run.heads), turns, data, cfg, progress=False, warm_mu=run.solver["mu"],
+    by_multipliers, _, s_m = fit_exact_nu(copy.deepcopy(run.heads), turns, data, cfg.solver, cfg.objective, progress=False, warm_mu=run.solver["mu"],
                                           warn=False)
-    by_kkt, s_k = refit_kkt(copy.deepcopy(run.heads), turns, data, cfg)
+    by_kkt, s_k = refit_kkt(copy.deepcopy(run.heads), turns, data, cfg.solver, cfg.objective)
     assert s_m["converged"] and s_k["converged"]
-    assert s_k["grad_max"] <= cfg.solver_tol and s_k["mass_gap_max"] <= cfg.constraint_tol
+    assert s_k["grad_max"] <= cfg.solver.solver_tol and s_k["mass_gap_max"] <= cfg.solver.constraint_tol
     assert s_k["iterations"] < s_m["iterations"], (s_k["iterations"], s_m["iterations"])
     counts = turns.counts.numpy()
     e_m = rating_estimates(zeta_last(by_multipliers, turns), data.rewards, RATINGS, counts)
@@ -181,7 +181,7 @@ def test_a_kkt_refit_reaches_the_solution_of_the_multipliers_at_the_fits_toleran
     for r in RATINGS:  # each stops within its tolerances of the solution: equal to about 1e-5
         assert e_k[r]["estimate"] == pytest.approx(e_m[r]["estimate"], abs=1e-4), r
     # the returned multipliers are the solution's: with them (and no penalty) the gradient vanishes
-    problem = ZetaProblem(turns, data, cfg)
+    problem = ZetaProblem(turns, data, cfg.objective, cfg.tmax)
     theta = torch.cat([by_kkt.zeta_net[-1].weight.reshape(-1), by_kkt.zeta_net[-1].bias, by_kkt.zeta_pad_raw]).double()
     grad, _ = problem.derivatives(theta, -by_kkt.lam.detach().double(), 0.0)
     assert float(grad.abs().max()) < 1e-3  # theta and lambda stored in float32
@@ -200,13 +200,13 @@ def test_a_kkt_refit_from_far_off_is_damped_until_it_converges():
 
     torch.set_num_threads(1)
     cfg, run, turns, data = _resample_problem(400, 3)
-    near, s_near = refit_kkt(copy.deepcopy(run.heads), turns, data, cfg)
+    near, s_near = refit_kkt(copy.deepcopy(run.heads), turns, data, cfg.solver, cfg.objective)
     far_start = copy.deepcopy(run.heads)
     with torch.no_grad():
         far_start.zeta_net[-1].weight.mul_(3.0)
         far_start.zeta_pad_raw.mul_(3.0)
         far_start.lam.zero_()
-    far, s_far = refit_kkt(far_start, turns, data, cfg)
+    far, s_far = refit_kkt(far_start, turns, data, cfg.solver, cfg.objective)
     assert s_near["converged"] and s_far["converged"] and s_far["iterations"] > s_near["iterations"]
     counts = turns.counts.numpy()
     e_near = rating_estimates(zeta_last(near, turns), data.rewards, RATINGS, counts)

@@ -185,7 +185,7 @@ def test_fixed_features_can_be_projected_to_fewer_dimensions(problem):
 def test_onehot_stays_exact_whatever_the_text_settings_say(problem):
     _, store, _, ta = problem
     cfg = DiceConfig.from_section({"preset": "exact_nu", "encoder": "onehot", "project_dim": 5, "agreement": True, "tmax": 3})
-    assert cfg.project_dim is None and cfg.agreement is False
+    assert cfg.frozen is None and not {"project_dim", "agreement"} & set(cfg.flat())  # onehot's features have no text settings
     est = EnigmaEstimator(cfg, progress=False)
     heads = est.estimate_full(store, HeldOutAgent("t", target_actions=ta)).runs["all"].heads
     assert heads.zeta_net[-1].in_features == est.encoder().dim > 5  # one coordinate per state-action pair
@@ -194,12 +194,12 @@ def test_onehot_stays_exact_whatever_the_text_settings_say(problem):
 def test_random_features_need_fixed_features_and_key_the_saved_result():
     with pytest.raises(ValueError, match="random_features"):
         DiceConfig.from_section({"preset": "gda", "encoder": "finetune", "random_features": 8})
-    assert DiceConfig.from_section({"preset": "exact_nu", "encoder": "onehot", "random_features": 8}).random_features == 0
+    assert DiceConfig.from_section({"preset": "exact_nu", "encoder": "onehot", "random_features": 8}).frozen is None
     base = DiceConfig.preset("exact_nu")
-    assert json.loads(EnigmaEstimator(base).fingerprint())["dice"]["random_features"] == 0  # none: still in the key
-    wide = EnigmaEstimator(base.model_copy(update={"random_features": 8})).fingerprint()
+    assert json.loads(EnigmaEstimator(base).fingerprint())["dice"]["features"]["random_features"] == 0  # none: still in the key
+    wide = EnigmaEstimator(base.with_flat(random_features=8)).fingerprint()
     assert wide != EnigmaEstimator(base).fingerprint()
-    assert wide != EnigmaEstimator(base.model_copy(update={"random_features": 8, "random_features_scale": 2.0})).fingerprint()
+    assert wide != EnigmaEstimator(base.with_flat(random_features=8, random_features_scale=2.0)).fingerprint()
 
 
 
@@ -212,11 +212,11 @@ def test_every_setting_keys_a_saved_result_at_every_value():
         DiceConfig.from_section({"preset": "gda", "encoder": "finetune", "turn_interactions": True})
     base = DiceConfig.preset("exact_nu", value="dr", q_model="fqe")
     assert json.loads(EnigmaEstimator(base).fingerprint())["dice"] == base.model_dump(mode="json")
-    for update in ({"turn_interactions": True}, {"fqe": base.fqe.model_copy(update={"position": True})}, {"dr_slot_tol": 0.5},
+    for update in ({"turn_interactions": True}, {"fqe": base.value.fqe.model_copy(update={"position": True})}, {"dr_slot_tol": 0.5},
                    {"grounding": True}, {"reply_measures": True}):
-        assert EnigmaEstimator(base.model_copy(update=update)).fingerprint() != EnigmaEstimator(base).fingerprint(), update
+        assert EnigmaEstimator(base.with_flat(**update)).fingerprint() != EnigmaEstimator(base).fingerprint(), update
     weighted = DiceConfig.preset("exact_nu")
-    assert EnigmaEstimator(weighted.model_copy(update={"dr_slot_tol": 0.5})).fingerprint() != EnigmaEstimator(weighted).fingerprint()
+    assert EnigmaEstimator(weighted.with_flat(dr_slot_tol=0.5)).fingerprint() != EnigmaEstimator(weighted).fingerprint()
 
 
 def _enigma(p):
@@ -232,7 +232,7 @@ def test_the_enigma_entry_of_params_builds_the_estimator_with_its_embedding_cach
     p = tmp_path / "params.yaml"
     p.write_text("encode:\n  cache:\n    cache_dir: somewhere\nestimators:\n  enigma:\n    dice: {preset: paper, tmax: 9}\n")
     est = _enigma(p)
-    assert est.config.tmax == 9 and est.config.schedule == "inverse_sqrt" and est.encode.cache.cache_dir == "somewhere"
+    assert est.config.tmax == 9 and est.config.solver.schedule == "inverse_sqrt" and est.encode.cache.cache_dir == "somewhere"
     p.write_text("estimators:\n  enigma:\n    dice: {preset: gda, lr: -1}\n")
     with pytest.raises(ParamsError, match="estimators.enigma.dice"):
         _enigma(p)

@@ -118,10 +118,10 @@ def _random_problem(seed: int = 0):
 def test_closed_form_gradient_and_hessian_equal_automatic_differentiation(over):
     logged, target, data, tmax = _random_problem(2)
     cfg = DiceConfig.preset("exact_nu", tmax=tmax, alpha_nu=0.05, **over)
-    problem = ZetaProblem(_turns(logged, target, data), data, cfg, reward_index=0)
+    problem = ZetaProblem(_turns(logged, target, data), data, cfg.objective, cfg.tmax, reward_index=0)
     gen = torch.Generator().manual_seed(3)
     theta = torch.randn(problem.n_params, generator=gen, dtype=torch.float64)
-    lam = torch.randn(tmax if cfg.lambda_per_slot else 1, generator=gen, dtype=torch.float64)
+    lam = torch.randn(tmax if cfg.objective.lambda_per_slot else 1, generator=gen, dtype=torch.float64)
 
     def phi(th):
         return problem.parts(th, lam, 7.0)[0]
@@ -136,11 +136,11 @@ def test_the_solution_is_the_saddle_point_of_the_gradient_code_lagrangian():
     uses: its gradient in nu, lambda and zeta vanishes, and every slot carries mass 1."""
     logged, target, data, tmax = _random_problem()
     cfg = DiceConfig.preset("exact_nu", tmax=tmax, alpha_nu=0.05, steps=500, log_every=20, device="cpu")
-    heads, curve, summary = fit_exact_nu(DiceHeads(logged.shape[-1], 0, tmax), _turns(logged, target, data), data, cfg, progress=False)
-    assert summary["converged"] and summary["grad_max"] <= cfg.solver_tol and summary["mass_gap_max"] <= cfg.constraint_tol
+    heads, curve, summary = fit_exact_nu(DiceHeads(logged.shape[-1], 0, tmax), _turns(logged, target, data), data, cfg.solver, cfg.objective, progress=False)
+    assert summary["converged"] and summary["grad_max"] <= cfg.solver.solver_tol and summary["mass_gap_max"] <= cfg.solver.constraint_tol
     heads = heads.double()
     v = slot_values(heads, logged.double(), target.double(), data.sample_mask, data.n_agent_turns)
-    loss = lagrangian(v, heads.lam, cfg)
+    loss = lagrangian(v, heads.lam, cfg.objective)
     # nu and lambda are at the minimum of the Lagrangian: its gradient in them vanishes
     grads = torch.autograd.grad(loss, heads.nu_parameters() + [heads.lam], allow_unused=True, retain_graph=True)
     used = [g for g in grads if g is not None]
@@ -163,7 +163,7 @@ def test_a_line_search_stalled_at_float_precision_counts_as_converged():
     def fit(seed, **over):
         logged, target, data, tmax = _random_problem(seed)
         cfg = DiceConfig.preset("exact_nu", **{"tmax": tmax, "alpha_nu": 0.05, "steps": 500, "log_every": 20, "device": "cpu", **over})
-        _, curve, summary = fit_exact_nu(DiceHeads(logged.shape[-1], 0, tmax), _turns(logged, target, data), data, cfg,
+        _, curve, summary = fit_exact_nu(DiceHeads(logged.shape[-1], 0, tmax), _turns(logged, target, data), data, cfg.solver, cfg.objective,
                                          progress=False, warn=False)
         return curve[-1]["estimate_r"], summary
 
@@ -201,17 +201,17 @@ def test_the_newton_decrement_is_none_where_the_curvature_is_negative():
 def test_the_curve_descends_and_records_the_solver_diagnostics():
     logged, target, data, tmax = _random_problem(1)
     cfg = DiceConfig.preset("exact_nu", tmax=tmax, alpha_nu=0.05, steps=500, log_every=5, device="cpu")
-    _, curve, summary = fit_exact_nu(DiceHeads(logged.shape[-1], 0, tmax), _turns(logged, target, data), data, cfg, progress=False)
+    _, curve, summary = fit_exact_nu(DiceHeads(logged.shape[-1], 0, tmax), _turns(logged, target, data), data, cfg.solver, cfg.objective, progress=False)
     for key in ("grad_max", "flow_residual", "ess_share", "zeta_slot_0", "nu_pad_1", "estimate_r", "lambda", "outer"):
         assert key in curve[-1] and np.isfinite(curve[-1][key]), key
-    assert summary["iterations"] == curve[-1]["step"] < cfg.steps
+    assert summary["iterations"] == curve[-1]["step"] < cfg.solver.steps
     # within an outer iteration the (augmented) objective is minimised: the gradient shrinks to the tolerance
-    assert curve[-1]["grad_max"] <= cfg.solver_tol
+    assert curve[-1]["grad_max"] <= cfg.solver.solver_tol
     # the multipliers tighten the slot masses from one outer iteration to the next
     gaps = {}
     for row in curve:
         gaps[row["outer"]] = max(abs(row[f"zeta_slot_{t}"] - 1) for t in range(tmax))
-    assert list(gaps.values())[-1] <= cfg.constraint_tol < list(gaps.values())[0]
+    assert list(gaps.values())[-1] <= cfg.solver.constraint_tol < list(gaps.values())[0]
 
 
 def test_exact_nu_needs_a_nu_penalty_linear_heads_and_fixed_features():
@@ -281,7 +281,7 @@ def test_the_nu_penalty_does_not_depend_on_the_scale_of_the_features():
     mix = torch.linalg.qr(torch.randn(4, 4, generator=torch.Generator().manual_seed(1)))[0] * 37.0
     runs = []
     for lg, tg in ((logged, target), (logged @ mix, target @ mix)):
-        heads, _, summary = fit_exact_nu(DiceHeads(4, 0, tmax), _turns(lg, tg, data), data, cfg, progress=False)
+        heads, _, summary = fit_exact_nu(DiceHeads(4, 0, tmax), _turns(lg, tg, data), data, cfg.solver, cfg.objective, progress=False)
         assert summary["converged"]
         v = slot_values(heads.double(), lg.double(), tg.double(), data.sample_mask, data.n_agent_turns)
         runs.append(v.zeta.gather(1, data.n_agent_turns.unsqueeze(1)).squeeze(1))
@@ -311,7 +311,7 @@ def test_a_tmax_beyond_the_solver_is_a_config_error_that_says_so():
     logged, target, data, _ = _random_problem(7)
     cfg = DiceConfig.preset("exact_nu", tmax=1100, device="cpu")
     with pytest.raises(ValueError, match=r"one per slot \(dice.tmax 1100\).*longer than 1018 agent turns"):
-        ZetaProblem(_turns(logged, target, data), data, cfg)
+        ZetaProblem(_turns(logged, target, data), data, cfg.objective, cfg.tmax)
 
 
 def test_random_features_keep_the_tabular_problem_exact():

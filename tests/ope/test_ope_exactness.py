@@ -72,7 +72,7 @@ def _check(mdp, store, policy, cfg, tol_exact=0.02):
     assert np.all(np.abs(run.slot_means - 1) < 0.02), run.slot_means
     # lambda at the saddle point: 2 alpha_zeta E_D[zeta^2] per slot in our sign convention
     curve = run.curve[-1]
-    assert curve["step"] == cfg.steps and 0.9 < curve["zeta_slot_0"] < 1.1
+    assert curve["step"] == cfg.solver.steps and 0.9 < curve["zeta_slot_0"] < 1.1
     return result
 
 

@@ -57,7 +57,7 @@ def test_the_final_pass_guards_the_weights_it_reports(problem, raw, says):
     data = dice_data(paired)
     encoder = OneHotPairEncoder()
     prepared = encoder.prepare(paired.dialogues, max(d.n_agent_turns for d in paired.dialogues))
-    feats = Features(encoder, prepared, data, torch.device("cpu"), cfg)
+    feats = Features(encoder, prepared, data, torch.device("cpu"), cfg.frozen, tmax=cfg.tmax)
     heads = DiceHeads(feats.dim, 0, cfg.tmax)
     with torch.no_grad():
         heads.zeta_net[-1].weight.zero_()
@@ -89,9 +89,9 @@ def test_the_dr_guard_reads_the_slots_balance_not_their_scale():
     from enigma.ope.guards import dr_balance_problem
 
     dr = DiceConfig.preset("exact_nu", value="dr")
-    assert dr_balance_problem(np.full(5, 0.2), dr) is None
-    assert dr_balance_problem(np.array([1.0, 1.05, 0.95, 1.0, 1.0]), dr) is None
-    says = dr_balance_problem(np.array([0.02, 0.5, 0.6, 0.7, 0.8]), dr)
+    assert dr_balance_problem(np.full(5, 0.2), dr.value) is None
+    assert dr_balance_problem(np.array([1.0, 1.05, 0.95, 1.0, 1.0]), dr.value) is None
+    says = dr_balance_problem(np.array([0.02, 0.5, 0.6, 0.7, 0.8]), dr.value)
     assert says is not None and "slot 0 has 0.0382 times" in says and "dice.dr_slot_tol" in says
-    assert dr_balance_problem(np.array([0.02, 0.5, 0.6, 0.7, 0.8]), DiceConfig.preset("exact_nu", value="dr", dr_slot_tol=2.0)) is None
-    assert dr_balance_problem(np.array([0.02, 0.5, 0.6, 0.7, 0.8]), DiceConfig.preset("exact_nu", value="weighted")) is None
+    assert dr_balance_problem(np.array([0.02, 0.5, 0.6, 0.7, 0.8]), DiceConfig.preset("exact_nu", value="dr", dr_slot_tol=2.0).value) is None
+    assert dr_balance_problem(np.array([0.02, 0.5, 0.6, 0.7, 0.8]), DiceConfig.preset("exact_nu", value="weighted").value) is None

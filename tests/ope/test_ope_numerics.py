@@ -21,7 +21,6 @@ import torch
 from enigma.contracts import HeldOutAgent
 from enigma.estimators import dice_config
 from enigma.ope import EnigmaEstimator
-from enigma.ope.config import DiceConfig
 from enigma.ope.estimator import NUMERICS
 from enigma.ope.tabular import reference_problem, target_actions
 from enigma.params import Params, load_yaml
@@ -59,7 +58,7 @@ def numbers(case: str) -> dict[str, list[float | None]]:
     data = load_yaml(PARAMS)
     data["estimators"].update(LAB_ROWS)
     cfg = dice_config(case, Params.from_dict(data, PARAMS))
-    cfg = DiceConfig.model_validate({**cfg.model_dump(), "encoder": "onehot", "device": "cpu", "seed": 3, **CASES[case]})
+    cfg = cfg.with_flat(encoder="onehot", device="cpu", seed=3, **CASES[case])
     target = HeldOutAgent("soft", target_actions=target_actions(store, problem.targets["soft"], 1, seed=3))
     out = EnigmaEstimator(cfg, progress=False).estimate_full(store, target)
     return {r: [e["estimate"], *(out.intervals.get(r) or (None, None))] for r, e in out.estimates.items()}

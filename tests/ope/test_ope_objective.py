@@ -25,16 +25,16 @@ def test_lagrangian_matches_the_formula_by_hand():
     lam = torch.tensor([0.7])
     zeta, nu, nxt = [1.0, 2.0, 0.5], [0.1, 0.2, 0.3], [0.2, 0.3, 0.1]
     want = sum(z * (b - a) + 0.7 * (z - 1) - z * z for z, a, b in zip(zeta, nu, nxt)) / 3
-    assert float(lagrangian(v, lam, cfg)) == pytest.approx(want)
+    assert float(lagrangian(v, lam, cfg.objective)) == pytest.approx(want)
 
 
 def test_lagrangian_options_half_square_nu_penalty_and_reward():
     cfg = DiceConfig.preset("gda", zeta_penalty="half_square", alpha_nu=0.5, alpha_r=2.0, normalise=False, lambda_per_slot=False)
     v = _values([[1.0, 2.0]], [[1.0, -1.0]], [[0.0, 0.0]])
     want = ((1 * (0 - 1) - 0.5) + (2 * (0 + 1) - 2.0)) / 2 + 0.5 * (0.5 + 0.5) / 2 + 2.0 * 2.0 * 0.25
-    assert float(lagrangian(v, torch.tensor([5.0]), cfg, torch.tensor([0.25]))) == pytest.approx(want)
+    assert float(lagrangian(v, torch.tensor([5.0]), cfg.objective, torch.tensor([0.25]))) == pytest.approx(want)
     with pytest.raises(ValueError, match="reward"):
-        lagrangian(v, torch.tensor([0.0]), cfg)
+        lagrangian(v, torch.tensor([0.0]), cfg.objective)
 
 
 def test_gradient_reversal_flips_only_the_gradient():
@@ -83,16 +83,16 @@ def test_estimates_post_normalised_unnormalised_and_ess():
 def test_presets_validate_and_unknown_names_are_rejected():
     for name in PRESETS:
         DiceConfig.preset(name)
-    paper = DiceConfig.preset("paper")
+    paper = DiceConfig.preset("paper").solver
     assert (paper.lr_scale_zeta, paper.lr_scale_nu, paper.lr_scale_lambda) == (1.0, 2.0, 10.0)
     assert paper.schedule == "inverse_sqrt" and paper.warmup_steps == 30 and paper.clip_norm == 1.0
-    assert DiceConfig.preset("dualdice").normalise is False and DiceConfig.preset("gendice").alpha_nu == 1.0
-    assert DiceConfig.preset("bestdice").alpha_r == 1.0
+    assert DiceConfig.preset("dualdice").objective.normalise is False and DiceConfig.preset("gendice").objective.alpha_nu == 1.0
+    assert DiceConfig.preset("bestdice").objective.alpha_r == 1.0
     with pytest.raises(ValueError, match="unknown DICE preset"):
         DiceConfig.preset("nope")
     # gradient descent-ascent was the preset named "default", which it is not: a params file that
     # still says so is told its new name
-    assert DiceConfig.preset("gda").solver == "gda"
+    assert DiceConfig.preset("gda").solver.name == "gda"
     with pytest.raises(ValueError, match="unknown DICE preset 'default'.*is 'gda'"):
         DiceConfig.from_section({"preset": "default"})
     with pytest.raises(ValueError):
@@ -110,8 +110,8 @@ def test_stopping_rule_needs_a_full_stable_window():
     def row(step, slot=1.0, est=0.5):
         return {"step": step, "zeta_slot_0": slot, "zeta_slot_1": 1.0, "estimate_a": est}
 
-    assert not converged([row(100), row(200)], cfg)  # the window is not covered yet
-    assert converged([row(100), row(200), row(300)], cfg)
-    assert not converged([row(100), row(200, slot=1.05), row(300)], cfg)
-    assert not converged([row(100), row(200, est=0.503), row(300)], cfg)
-    assert converged([row(100, slot=0.5), row(200), row(300), row(400)], cfg)  # old rows leave the window
+    assert not converged([row(100), row(200)], cfg.solver)  # the window is not covered yet
+    assert converged([row(100), row(200), row(300)], cfg.solver)
+    assert not converged([row(100), row(200, slot=1.05), row(300)], cfg.solver)
+    assert not converged([row(100), row(200, est=0.503), row(300)], cfg.solver)
+    assert converged([row(100, slot=0.5), row(200), row(300), row(400)], cfg.solver)  # old rows leave the window

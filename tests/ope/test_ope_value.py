@@ -59,11 +59,11 @@ def test_doubly_robust_survives_a_wrong_zeta_or_a_wrong_q(fitted):
     b = reward_columns(rows, data.rewards)
     with torch.no_grad():
         zeta = zeta_rows(run.heads, rows)
-    u = fit_q(rows, b, cfg.q_ridge)
+    u = fit_q(rows, b, cfg.value.q_ridge)
     wrong_zeta = ratio_values(rows, torch.ones_like(zeta), b, rows.apply("delta", u))
     poor_rows = flow_rows(TurnFeatures.from_dense(torch.zeros_like(logged).double(), torch.zeros_like(target).double(), data.sample_mask,
                                                  data.n_agent_turns), cfg.tmax)
-    poor_u = fit_q(poor_rows, reward_columns(poor_rows, data.rewards), cfg.q_ridge)
+    poor_u = fit_q(poor_rows, reward_columns(poor_rows, data.rewards), cfg.value.q_ridge)
     wrong_q = ratio_values(rows, zeta, b, rows.apply("delta", poor_u))
     for j, r in enumerate(data.rating_names):
         assert abs(wrong_zeta[j] - ce[r]) < 0.002 and abs(wrong_q[j] - ce[r]) < 0.002, (r, wrong_zeta[j], wrong_q[j], ce[r])
@@ -74,7 +74,7 @@ def test_doubly_robust_survives_a_wrong_zeta_or_a_wrong_q(fitted):
 
 def test_dice_value_picks_the_reported_estimate_and_its_interval(fitted):
     mdp, store, policy, ta, cfg, est, result = fitted
-    dr_cfg = cfg.model_copy(update={"value": "dr", "interval_resamples": 20})
+    dr_cfg = cfg.with_flat(value="dr", interval_resamples=20)
     out = EnigmaEstimator(dr_cfg, progress=False).estimate_full(store, HeldOutAgent(policy.name, target_actions=ta))
     values = out.runs["all"].solver["values"]
     for r in RATINGS:
@@ -131,7 +131,7 @@ def test_value_estimates_match_the_run(fitted):
     logged, target = _features(est, store, ta)
     data = _data(store, ta)
     turns = TurnFeatures.from_dense(logged, target, data.sample_mask, data.n_agent_turns)
-    again = value_estimates(result.runs["all"].heads, turns, data, cfg.tmax, cfg.q_ridge)
+    again = value_estimates(result.runs["all"].heads, turns, data, cfg.tmax, cfg.value.q_ridge)
     for r in RATINGS:
         for k in ("weighted", "q", "dr"):
             assert again[r][k] == pytest.approx(result.runs["all"].solver["values"][r][k], abs=1e-9)
@@ -165,7 +165,7 @@ def test_doubly_robust_with_any_q_of_the_pair_is_exact_when_zeta_is(fitted):
     ce = certainty_equivalence_value(store, ta)
     turns, data = _turns(est, store, ta)
     turn_q = _arbitrary_turn_q(turns, seed=3)
-    values = value_estimates(result.runs["all"].heads, turns, data, cfg.tmax, cfg.q_ridge, turn_q)
+    values = value_estimates(result.runs["all"].heads, turns, data, cfg.tmax, cfg.value.q_ridge, turn_q)
     for r in RATINGS:
         assert abs(values[r]["dr"] - ce[r]) < 0.002, (r, values[r], ce[r])
     rows = flow_rows(turns, cfg.tmax)
@@ -181,7 +181,7 @@ def test_fitted_q_evaluation_through_the_estimator(fitted):
     around the estimate with the Q kept across resamples."""
     mdp, store, policy, ta, cfg, est, result = fitted
     ce = certainty_equivalence_value(store, ta)
-    fqe_cfg = cfg.model_copy(update={"value": "dr", "q_model": "fqe", "interval_resamples": 20})
+    fqe_cfg = cfg.with_flat(value="dr", q_model="fqe", interval_resamples=20)
     out = EnigmaEstimator(fqe_cfg, progress=False).estimate_full(store, HeldOutAgent(policy.name, target_actions=ta))
     values = out.runs["all"].solver["values"]
     for r in RATINGS:
@@ -190,11 +190,11 @@ def test_fitted_q_evaluation_through_the_estimator(fitted):
         assert abs(values[r]["q"] - ce[r]) < 0.05, (r, values[r], ce[r])
         low, high = out.intervals[r]
         assert low <= values[r]["dr"] <= high
-    assert EnigmaEstimator(fqe_cfg).fingerprint() != EnigmaEstimator(cfg.model_copy(update={"value": "dr", "interval_resamples": 20})).fingerprint()
+    assert EnigmaEstimator(fqe_cfg).fingerprint() != EnigmaEstimator(cfg.with_flat(value="dr", interval_resamples=20)).fingerprint()
     # the weighted value reads no Q, but the Q fitted beside it is a setting like any other: the
     # fingerprint keys every setting, not the ones a value happens to read
-    weighted = cfg.model_copy(update={"value": "weighted"})
-    assert EnigmaEstimator(weighted.model_copy(update={"q_model": "fqe"})).fingerprint() != EnigmaEstimator(weighted).fingerprint()
+    weighted = cfg.with_flat(value="weighted")
+    assert EnigmaEstimator(weighted.with_flat(q_model="fqe")).fingerprint() != EnigmaEstimator(weighted).fingerprint()
 
 
 def test_fitted_q_reads_only_the_columns_it_is_given(fitted):
@@ -238,8 +238,7 @@ def test_fitted_q_stays_a_rating_where_the_target_leaves_the_logs():
     policy = problem.targets["soft"]
     # ENIGMA's settings of the repository's params.yaml, as the benchmark ran them, with this Q
     cfg = dice_config("enigma", Params.load(Path(__file__).resolve().parents[2] / "params.yaml"))
-    cfg = DiceConfig.model_validate({**cfg.model_dump(), "encoder": "onehot", "device": "cpu", "interval_resamples": 0,
-                                     "value": "dr", "q_model": "fqe", "seed": 7})
+    cfg = cfg.with_flat(encoder="onehot", device="cpu", interval_resamples=0, value="dr", q_model="fqe", seed=7)
     out = EnigmaEstimator(cfg, progress=False).estimate_full(store, HeldOutAgent("soft", target_actions=target_actions(store, policy, 1, seed=7)))
     exact = problem.mdp.exact_value(policy)
     values = out.runs["all"].solver["values"]
@@ -263,7 +262,7 @@ def test_the_fitted_q_can_read_its_own_projection_of_the_text_vectors():
     ce = certainty_equivalence_value(store, ta)
     base = DiceConfig.preset("exact_nu", encoder="frozen", tmax=3, device="cpu", value="dr", q_model="fqe",
                              fqe={"epochs": 5})
-    narrow = base.model_copy(update={"fqe": base.fqe.model_copy(update={"project_dim": 3})})
+    narrow = base.with_flat(fqe=base.value.fqe.model_copy(update={"project_dim": 3}))
 
     def run(cfg):
         out = EnigmaEstimator(cfg, encoder=OneHotPairEncoder(), progress=False).estimate_full(store, HeldOutAgent(policy.name, target_actions=ta))
@@ -273,7 +272,7 @@ def test_the_fitted_q_can_read_its_own_projection_of_the_text_vectors():
     for r in RATINGS:
         assert abs(small[r]["dr"] - ce[r]) < 0.002, (r, small[r], ce[r])
     assert max(abs(small[r]["q"] - wide[r]["q"]) for r in RATINGS) > 1e-3
-    assert json.loads(EnigmaEstimator(base).fingerprint())["dice"]["fqe"]["project_dim"] is None
+    assert json.loads(EnigmaEstimator(base).fingerprint())["dice"]["value"]["fqe"]["project_dim"] is None
     assert EnigmaEstimator(narrow).fingerprint() != EnigmaEstimator(base).fingerprint()
 
 
@@ -361,8 +360,8 @@ def test_an_lstd_residual_makes_any_fitted_q_exact_on_tabular_features(fitted):
     ce = certainty_equivalence_value(store, ta)
     turns, data = _turns(est, store, ta)
     turn_q = _arbitrary_turn_q(turns, seed=5)
-    alone = value_estimates(result.runs["all"].heads, turns, data, cfg.tmax, cfg.q_ridge, turn_q)
-    both = value_estimates(result.runs["all"].heads, turns, data, cfg.tmax, cfg.q_ridge, turn_q, lstd_residual=True)
+    alone = value_estimates(result.runs["all"].heads, turns, data, cfg.tmax, cfg.value.q_ridge, turn_q)
+    both = value_estimates(result.runs["all"].heads, turns, data, cfg.tmax, cfg.value.q_ridge, turn_q, lstd_residual=True)
     for r in RATINGS:
         assert abs(both[r]["q"] - ce[r]) < 0.005, (r, both[r], ce[r])  # the arbitrary Q's alone: off by up to 1.4
         assert abs(both[r]["dr"] - ce[r]) < 0.002, (r, both[r], ce[r])
@@ -375,16 +374,16 @@ def test_the_fqe_q_settings_studied_for_persona_guess_run_through_the_estimator(
     changes the fingerprint, and at its default each is in it too."""
     mdp, store, policy, ta, cfg, est, result = fitted
     ce = certainty_equivalence_value(store, ta)
-    base = cfg.model_copy(update={"value": "dr", "q_model": "fqe", "interval_resamples": 10})
+    base = cfg.with_flat(value="dr", q_model="fqe", interval_resamples=20)
     for setting in ({"linear_members": 1}, {"lstd_residual": True}):
-        studied = base.model_copy(update={"fqe": base.fqe.model_copy(update=setting)})
+        studied = base.with_flat(fqe=base.value.fqe.model_copy(update=setting))
         out = EnigmaEstimator(studied, progress=False).estimate_full(store, HeldOutAgent(policy.name, target_actions=ta))
         for r in RATINGS:
             assert abs(out.estimates[r]["estimate"] - ce[r]) < 0.002, (setting, r, out.estimates[r], ce[r])
             low, high = out.intervals[r]
             assert low <= out.estimates[r]["estimate"] <= high
         assert EnigmaEstimator(studied).fingerprint() != EnigmaEstimator(base).fingerprint()
-        assert set(setting) <= set(json.loads(EnigmaEstimator(base).fingerprint())["dice"]["fqe"])
+        assert set(setting) <= set(json.loads(EnigmaEstimator(base).fingerprint())["dice"]["value"]["fqe"])
 
 
 def test_the_fqe_linear_path_reads_a_small_linear_rating():

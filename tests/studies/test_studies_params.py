@@ -46,8 +46,8 @@ def test_a_studied_row_keeps_its_own_knowledge_choice():
 
     lab = Params.load(LAB)
     airline = lab.benchmark("airline")
-    assert benchmark_estimator(airline, "enigma-without-knowledge", lab).config.knowledge is None
-    assert (benchmark_estimator(airline, "enigma-simulator-knowledge", lab).config.knowledge
+    assert benchmark_estimator(airline, "enigma-without-knowledge", lab).config.frozen.knowledge is None
+    assert (benchmark_estimator(airline, "enigma-simulator-knowledge", lab).config.frozen.knowledge
             == "python:enigma.sim.knowledge:airline_checked_every_turn")
 
 

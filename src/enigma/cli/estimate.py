@@ -114,7 +114,8 @@ def run_estimate(
     if overrides:
         p = p.model_copy(update={"estimators": {**p.estimators, "enigma": entry.model_copy(update={"dice": {**entry.dice, **overrides}})}})
     cfg = dice_config("enigma", p)
-    if cfg.knowledge is not None:
+    knowledge = cfg.frozen.knowledge if cfg.frozen is not None else None  # a block of the frozen encoder's only
+    if knowledge is not None:
         from enigma.agents import unsourced_stand_in, unsourced_stand_in_table
         from enigma.encoders.config import STAND_IN_REFUSAL
 
@@ -123,7 +124,7 @@ def run_estimate(
         stand_ins += [f"--target-actions {n}={f} (sampled from {spec})" for n, f in sorted(target_actions.items())
                       if (spec := unsourced_stand_in_table(f))]
         if stand_ins:
-            raise ParamsError(f"{params or 'params.yaml'}: dice.knowledge {cfg.knowledge!r} with {stand_ins[0]}: "
+            raise ParamsError(f"{params or 'params.yaml'}: dice.knowledge {knowledge!r} with {stand_ins[0]}: "
                               f"{STAND_IN_REFUSAL}; set dice.knowledge to null, or sample.agents.transcripts.sources: true "
                               "(a file of replies: sample it again with it)")
     if cfg.torch_threads:

@@ -33,7 +33,7 @@ import torch
 from tqdm.auto import tqdm
 
 from enigma import resampling
-from enigma.ope.config import DiceConfig
+from enigma.ope.config import ExactNuConfig, IntervalConfig, ObjectiveConfig, ValueConfig
 from enigma.ope.estimates import rating_estimates
 from enigma.ope.exact_nu import fit_exact_nu, refit_kkt
 from enigma.ope.fqe import TurnQ
@@ -73,33 +73,38 @@ def bootstrap_estimates(
     heads: DiceHeads,
     turns: TurnFeatures,
     data: DiceData,
-    cfg: DiceConfig,
     *,
+    solver: ExactNuConfig,
+    objective: ObjectiveConfig,
+    interval: IntervalConfig,
+    value: ValueConfig,
+    seed: int = 0,
     reward_index: int | None = None,
     warm_mu: float | None = None,
     desc: str = "bootstrap",
     progress: bool = False,
     turn_q: TurnQ | None = None,
 ) -> dict[str, Any]:
-    """Refit on ``cfg.interval_resamples`` resamples of the dialogues, each from ``heads`` (the full
+    """Refit on ``interval.resamples`` resamples of the dialogues, each from ``heads`` (the full
     fit: its zeta and its multipliers, with the full fit's final penalty weight ``warm_mu``, so a
     resample re-meets the constraints in a few steps instead of tightening them from scratch), until
-    every slot mass is within ``cfg.interval_tol`` of 1, at most ``cfg.interval_steps`` Newton
+    every slot mass is within ``interval.tol`` of 1, at most ``interval.steps`` Newton
     steps. A fixed small number of steps (the k-step bootstrap) was tried first: 5 steps matched the
     full refit on airline, but on the tabular problem a resample that lost a rare state-action pair
     was still far from its solution after 5 (slot masses off by 6x) and the interval's tail with it.
-    With ``cfg.interval_refit: kkt`` each resample is refitted by Newton steps on the optimality
+    With ``interval.refit: kkt`` each resample is refitted by Newton steps on the optimality
     conditions instead (``refit_kkt``), to the full fit's own tolerances, at most
-    ``cfg.interval_steps`` steps.
+    ``interval.steps`` steps. ``seed`` draws the resamples; ``value`` says which value each
+    resample reports (its Q: a fitted Q evaluation's ``turn_q`` is kept, an LSTD Q refitted).
 
     Returns ``{"draws": {rating: [B] estimates}, "failed": resamples that diverged (left out),
     "unconverged": resamples stopped by the step limit, "mass_gap_max": the largest
     |E_D[zeta | slot] - 1| a resample ended with, "mean_iterations"}``."""
-    idx_all = resample_indices(len(data.dialog_ids), cfg.interval_resamples, cfg.seed)
+    idx_all = resample_indices(len(data.dialog_ids), interval.resamples, seed)
     # a looser tolerance than the full fit's: at slot masses within 1e-3 a draw is within 1e-4 of
     # the full refit's (studies/results/interval_refit.md), at half its cost
-    refit = cfg.model_copy(update={"steps": cfg.interval_steps, "constraint_tol": cfg.interval_tol,
-                                   "solver_tol": 100 * cfg.solver_tol})
+    refit = solver.model_copy(update={"steps": interval.steps, "constraint_tol": interval.tol,
+                                      "solver_tol": 100 * solver.solver_tol})
     gaps: list[float] = []
     iterations: list[int] = []
     unconverged = 0
@@ -111,12 +116,12 @@ def bootstrap_estimates(
         sub = subset(data, unique.numpy())
         sub_turns = turns.resample(unique, counts)
         try:
-            if cfg.interval_refit == "kkt":
-                fitted, summary = refit_kkt(copy.deepcopy(heads), sub_turns, sub, cfg, reward_index=reward_index,
-                                            max_steps=cfg.interval_steps)
+            if interval.refit == "kkt":
+                fitted, summary = refit_kkt(copy.deepcopy(heads), sub_turns, sub, solver, objective, reward_index=reward_index,
+                                            max_steps=interval.steps)
             else:
                 fitted, _, summary = fit_exact_nu(
-                    copy.deepcopy(heads), sub_turns, sub, refit, reward_index=reward_index, progress=False, desc=desc,
+                    copy.deepcopy(heads), sub_turns, sub, refit, objective, reward_index=reward_index, progress=False, desc=desc,
                     warm_mu=warm_mu, warn=False,
                 )
         except DiceDivergence as exc:
@@ -126,19 +131,19 @@ def bootstrap_estimates(
         gaps.append(summary["mass_gap_max"])
         iterations.append(summary["iterations"])
         unconverged += not summary["converged"]
-        if cfg.value == "weighted":
+        if value.kind == "weighted":
             est = {n: e["estimate"] for n, e in rating_estimates(zeta_last(fitted, sub_turns), sub.rewards, sub.rating_names,
                                                                  counts.numpy()).items()}
         else:  # an LSTD Q refitted on the resample too; a fitted Q evaluation's (turn_q) is kept, only its rows resampled
             sub_q = None if turn_q is None else turn_q.select(unique)
-            values = value_estimates(fitted, sub_turns, sub, cfg.tmax, cfg.q_ridge, sub_q,
-                                     lstd_residual=cfg.fqe.lstd_residual)
-            est = {n: v[cfg.value] for n, v in values.items()}
+            values = value_estimates(fitted, sub_turns, sub, fitted.nu_pad.numel(), value.q_ridge, sub_q,
+                                     lstd_residual=value.fqe.lstd_residual)
+            est = {n: v[value.kind] for n, v in values.items()}
         for n in data.rating_names:
             draws[n].append(est[n])
     if unconverged:
         log.warning("%s: %d of %d bootstrap refits stopped at %d Newton steps short of the tolerance (largest slot-mass gap "
-                    "%.2g); raise dice.interval_steps or set dice.interval_refit: kkt", desc, unconverged, len(gaps), cfg.interval_steps, max(gaps))
+                    "%.2g); raise dice.interval_steps or set dice.interval_refit: kkt", desc, unconverged, len(gaps), interval.steps, max(gaps))
     return {"draws": {n: np.asarray(v) for n, v in draws.items()}, "failed": failed, "unconverged": unconverged,
             "mass_gap_max": float(max(gaps)) if gaps else None,
             "mean_iterations": float(np.mean(iterations)) if iterations else None}

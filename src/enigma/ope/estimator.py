@@ -22,7 +22,7 @@ import torch
 from enigma.contracts import EstimateResult, HeldOutAgent, Regime, Turn
 from enigma.encoders.base import DialogueActions, PairEncoder
 from enigma.encoders.config import EncodeConfig
-from enigma.ope.config import DiceConfig, derived_tmax
+from enigma.ope.config import DiceConfig, FeaturesConfig, FrozenFeatures, OnehotFeatures, derived_tmax
 from enigma.ope.padding import check_tmax
 from enigma.ope.problem import DiceData
 from enigma.ope.trainer import DiceRun, train_dice
@@ -130,17 +130,17 @@ def pair_dialogues(
     return PairedDialogues(out, rewards, names, dict(skipped))
 
 
-def build_encoder(cfg: DiceConfig, cache_dir: str | Path | None = None, encode: EncodeConfig | None = None,
+def build_encoder(features: FeaturesConfig, cache_dir: str | Path | None = None, encode: EncodeConfig | None = None,
                   progress: bool = False) -> PairEncoder:
-    """The pair encoder ``cfg.encoder`` names, on ``cfg.encoder_model``, run as the ``encode``
+    """The pair encoder ``features.encoder`` names, on its ``encoder_model``, run as the ``encode``
     section says (the frozen blocks and position buckets, the cache's tokens per text, the
     packed sequence's tokens per utterance); ``cache_dir`` overrides ``encode.cache.cache_dir``."""
     encode = encode or EncodeConfig()
-    if cfg.encoder == "onehot":
+    if isinstance(features, OnehotFeatures):
         from enigma.encoders.onehot import OneHotPairEncoder
 
         return OneHotPairEncoder()
-    if cfg.encoder == "frozen":
+    if isinstance(features, FrozenFeatures):
         from enigma.encoders.frozen import FrozenPairEncoder
         from enigma.encoders.knowledge import load_knowledge
 
@@ -148,26 +148,26 @@ def build_encoder(cfg: DiceConfig, cache_dir: str | Path | None = None, encode: 
             encode = encode.model_copy(update={"cache": encode.cache.model_copy(update={"cache_dir": str(cache_dir)})})
         f = encode.frozen
         return FrozenPairEncoder(
-            encode.embedding_cache(cfg.encoder_model, progress=progress), position_buckets=f.position_buckets,
-            projection_dim=f.projection_dim, blocks=tuple(f.blocks), agreement=cfg.agreement,
-            grounding=cfg.grounding, reply_measures=cfg.reply_measures, request=cfg.request,
-            knowledge=load_knowledge(cfg.knowledge) if cfg.knowledge else None, target_history=cfg.target_history,
+            encode.embedding_cache(features.encoder_model, progress=progress), position_buckets=f.position_buckets,
+            projection_dim=f.projection_dim, blocks=tuple(f.blocks), agreement=features.agreement,
+            grounding=features.grounding, reply_measures=features.reply_measures, request=features.request,
+            knowledge=load_knowledge(features.knowledge) if features.knowledge else None, target_history=features.target_history,
         )
     from enigma.encoders.finetune import FinetunePairEncoder
 
     f = encode.finetune
     return FinetunePairEncoder(
-        cfg.encoder_model, max_utterance_tokens=f.max_utterance_tokens,
+        features.encoder_model, max_utterance_tokens=f.max_utterance_tokens,
         gradient_checkpointing=f.gradient_checkpointing, autocast=f.autocast,
         weights_cache_dir=encode.weights_cache_dir,
     )
 
 
-def encoder_settings(cfg: DiceConfig, encode: EncodeConfig) -> dict[str, Any]:
-    """The part of the ``encode`` section that changes what ``cfg.encoder`` computes."""
-    if cfg.encoder == "frozen":
+def encoder_settings(features: FeaturesConfig, encode: EncodeConfig) -> dict[str, Any]:
+    """The part of the ``encode`` section that changes what ``features.encoder`` computes."""
+    if features.encoder == "frozen":
         return {"frozen": encode.frozen.model_dump(mode="json"), "max_length": encode.cache.max_length}
-    if cfg.encoder == "finetune":
+    if features.encoder == "finetune":
         return {"finetune": encode.finetune.model_dump(mode="json", exclude={"autocast"})}
     return {}
 
@@ -260,12 +260,12 @@ class EnigmaEstimator:
         is left out, so a setting added later changes every fingerprint once (its results are
         carried over by a migration, studies/refingerprint.py, or recomputed), never silently."""
         return json.dumps({"dice": self.config.model_dump(mode="json"),
-                           "encoder": encoder_settings(self.config, self.encode)}, sort_keys=True)
+                           "encoder": encoder_settings(self.config.features, self.encode)}, sort_keys=True)
 
     def encoder(self) -> PairEncoder:
         # The encoder (and a frozen encoder's embedding cache) is reused across held-out agents.
         if self._encoder is None:
-            self._encoder = build_encoder(self.config, self.cache_dir, self.encode, self.progress)
+            self._encoder = build_encoder(self.config.features, self.cache_dir, self.encode, self.progress)
         return self._encoder
 
     def estimate(self, experience: ExperienceStore, target: HeldOutAgent) -> EstimateResult:
@@ -285,7 +285,7 @@ class EnigmaEstimator:
         encoder = self.encoder()
         prepared = encoder.prepare(paired.dialogues, max(n_turns))
         runs: dict[str, DiceRun] = {}
-        if cfg.alpha_r:
+        if cfg.objective.alpha_r:
             for j, name in enumerate(paired.rating_names):
                 runs[name] = train_dice(encoder, prepared, data, cfg, reward_index=j, progress=self.progress, desc=f"{target.agent_id}/{name}")
             estimates = {n: runs[n].estimates[n] for n in paired.rating_names}
@@ -298,5 +298,5 @@ class EnigmaEstimator:
         diagnostics["n_dialogues"] = len(paired.dialogues)
         diagnostics.update(encoder.diagnostics(prepared))
         diagnostics["skipped"] = {k: len(v) for k, v in paired.skipped.items()}
-        diagnostics["config"] = cfg.model_dump(mode="json")
+        diagnostics["config"] = cfg.flat()  # the resolved settings in the params section's own (flat) words
         return EnigmaResult(target.agent_id, estimates, diagnostics, {n: r.curve for n, r in runs.items()}, runs, intervals)

@@ -56,7 +56,7 @@ from typing import Any
 import torch
 from tqdm.auto import tqdm
 
-from enigma.ope.config import DiceConfig
+from enigma.ope.config import ExactNuConfig, ObjectiveConfig
 from enigma.ope.estimates import effective_sample_size, rating_estimates
 from enigma.ope.features import Features
 from enigma.ope.guards import DiceDivergence, check_zeta
@@ -92,20 +92,20 @@ class ZetaProblem:
     The raw output of every row is ``psi @ theta`` (psi, nu's basis, is laid out the same way).
     Expectations are over all ``N x Tmax`` slots, computed on the weighted rows (``FlowRows``)."""
 
-    def __init__(self, turns: TurnFeatures, data: Any, cfg: DiceConfig, reward_index: int | None = None):
-        self.cfg = cfg
+    def __init__(self, turns: TurnFeatures, data: Any, objective: ObjectiveConfig, tmax: int, reward_index: int | None = None):
+        self.objective, self.tmax = objective, tmax
         self.feature_dim = turns.dim
-        self.n_params = self.feature_dim + 1 + cfg.tmax
+        self.n_params = self.feature_dim + 1 + tmax
         if self.n_params > MAX_PARAMS:
             raise ValueError(
                 f"solver exact_nu takes Newton steps on zeta's {self.n_params} parameters (at most {MAX_PARAMS}): "
-                f"{self.feature_dim} features, a bias and one per slot (dice.tmax {cfg.tmax}); set dice.project_dim to shrink "
+                f"{self.feature_dim} features, a bias and one per slot (dice.tmax {tmax}); set dice.project_dim to shrink "
                 "text features (onehot: fewer distinct state-action pairs), or use solver gda; dialogues longer than "
                 f"{MAX_PARAMS - self.feature_dim - 2} agent turns do not fit this solver"
             )
         dt = torch.float64  # minimised to a tight gradient tolerance: float32 stalls first
         device = turns.logged.device
-        self.rows = flow_rows(turns, cfg.tmax)
+        self.rows = flow_rows(turns, tmax)
         rows = self.rows
         self.weight = rows.weight
         self.slots = rows.n_slots
@@ -115,32 +115,32 @@ class ZetaProblem:
         ridge = 1e-9 * float(second.diagonal().mean()) + 1e-12
         self.chol = torch.linalg.cholesky(second + ridge * torch.eye(second.shape[0], dtype=dt, device=device))
         self.reward = None
-        if cfg.alpha_r:
+        if objective.alpha_r:
             self.reward = torch.nan_to_num(torch.as_tensor(data.rewards[:, reward_index], dtype=dt, device=device), nan=0.0)
 
     def means(self, zeta: torch.Tensor) -> torch.Tensor:
         """E_D[zeta | slot] per slot position, or E_D[zeta] (one lambda)."""
-        if self.cfg.lambda_per_slot:
+        if self.objective.lambda_per_slot:
             return self.rows.slot_sums(zeta) / self.rows.n_dialogues
         return ((self.weight * zeta).sum() / self.slots).unsqueeze(0)
 
     def parts(self, theta: torch.Tensor, lam: torch.Tensor, mu: float):
         """4 alpha_nu A (A: F plus the augmented-Lagrangian terms of the mass constraints), zeta
         per row, C^-1 g, the flow term g' C^-1 g and the constrained means."""
-        cfg, w = self.cfg, self.weight
-        zeta = zeta_activation(self.rows.apply("psi", theta), cfg.zeta_activation)
+        obj, w = self.objective, self.weight
+        zeta = zeta_activation(self.rows.apply("psi", theta), obj.zeta_activation)
         g = self.rows.rapply("delta", w * zeta) / self.slots
         c_inv_g = torch.cholesky_solve(g.unsqueeze(1), self.chol).squeeze(1)
         flow = g @ c_inv_g
-        f = flow / (4 * cfg.alpha_nu) + cfg.alpha_zeta * (w * penalty(zeta, cfg.zeta_penalty)).sum() / self.slots
+        f = flow / (4 * obj.alpha_nu) + obj.alpha_zeta * (w * penalty(zeta, obj.zeta_penalty)).sum() / self.slots
         if self.reward is not None:
             last = self.rows.last
-            f = f - cfg.alpha_r * (w[last] * zeta[last] * self.reward).sum() / self.rows.n_dialogues
+            f = f - obj.alpha_r * (w[last] * zeta[last] * self.reward).sum() / self.rows.n_dialogues
         means = self.means(zeta)
-        if cfg.normalise:
+        if obj.normalise:
             gap = means - 1
             f = f + (lam @ gap + mu / 2 * gap @ gap) / gap.numel()
-        return 4 * cfg.alpha_nu * f, zeta, c_inv_g, flow, means
+        return 4 * obj.alpha_nu * f, zeta, c_inv_g, flow, means
 
     def derivatives(self, theta: torch.Tensor, lam: torch.Tensor, mu: float) -> tuple[torch.Tensor, torch.Tensor]:
         """Gradient and Hessian of 4 alpha_nu A in closed form. A is a quadratic q in zeta, and
@@ -153,21 +153,21 @@ class ZetaProblem:
     def derivatives_and_constraints(self, theta: torch.Tensor, lam: torch.Tensor, mu: float):
         """``derivatives`` and, computed on the way, the mass constraints ``E_D[zeta | slot] - 1``
         (or ``E_D[zeta] - 1``) [K] and their Jacobian in theta [K, P]; K = 0 without ``normalise``."""
-        cfg, rows, slots, w = self.cfg, self.rows, self.slots, self.weight
-        scale = 4 * cfg.alpha_nu
-        z, z1, z2 = _activation_derivatives(rows.apply("psi", theta), cfg.zeta_activation)
+        obj, rows, slots, w = self.objective, self.rows, self.slots, self.weight
+        scale = 4 * obj.alpha_nu
+        z, z1, z2 = _activation_derivatives(rows.apply("psi", theta), obj.zeta_activation)
         g = rows.rapply("delta", w * z) / slots
         c_inv_g = torch.cholesky_solve(g.unsqueeze(1), self.chol).squeeze(1)
-        f1, f2 = (2 * z, 2.0) if cfg.zeta_penalty == "square" else (z, 1.0)
-        q_z = 2 * rows.apply("delta", c_inv_g) / slots + scale * cfg.alpha_zeta * f1 / slots
+        f1, f2 = (2 * z, 2.0) if obj.zeta_penalty == "square" else (z, 1.0)
+        q_z = 2 * rows.apply("delta", c_inv_g) / slots + scale * obj.alpha_zeta * f1 / slots
         if self.reward is not None:  # per unit weight, as every q_z: the rows' weights multiply it below
-            q_z[rows.last] -= scale * cfg.alpha_r * self.reward / rows.n_dialogues
+            q_z[rows.last] -= scale * obj.alpha_r * self.reward / rows.n_dialogues
         # J = diag(zeta') psi; every product with it is taken block by block (FlowRows)
         d_jac = rows.gram("delta", "psi", w * z1)  # delta' W J
         hess = 2 * d_jac.T @ torch.cholesky_solve(d_jac, self.chol) / slots**2
         gap, mean_jac = theta.new_zeros(0), theta.new_zeros((0, len(theta)))
-        if cfg.normalise:
-            if cfg.lambda_per_slot:
+        if obj.normalise:
+            if obj.lambda_per_slot:
                 gap = rows.slot_sums(z) / rows.n_dialogues - 1  # [Tmax]
                 mean_jac = rows.slot_sums_of("psi", z1) / rows.n_dialogues  # [Tmax, P]
                 q_z = q_z + scale * (lam + mu * gap)[rows.slot] / gap.numel() / rows.n_dialogues
@@ -178,7 +178,7 @@ class ZetaProblem:
             hess = hess + scale * mu / gap.numel() * mean_jac.T @ mean_jac
         # the penalty's curvature and the activation's are both psi' diag(.) psi: one pass over
         # the rows for the two (the grams are most of a bootstrap resample's time)
-        hess = hess + rows.gram("psi", "psi", w * (scale * cfg.alpha_zeta * f2 / slots * z1 * z1 + z2 * q_z))
+        hess = hess + rows.gram("psi", "psi", w * (scale * obj.alpha_zeta * f2 / slots * z1 * z1 + z2 * q_z))
         grad = rows.rapply("psi", w * z1 * q_z)
         return grad, hess, gap, mean_jac
 
@@ -187,7 +187,8 @@ def solve_exact_nu(
     heads: DiceHeads,
     feats: Features,
     data: Any,
-    cfg: DiceConfig,
+    solver: ExactNuConfig,
+    objective: ObjectiveConfig,
     *,
     reward_index: int | None = None,
     progress: bool = True,
@@ -199,7 +200,7 @@ def solve_exact_nu(
             "dice.solver exact_nu needs fixed features (encoder onehot, or frozen without a trainable "
             "projection); a fine-tuned encoder trains through nu: use solver gda"
         )
-    heads, curve, summary = fit_exact_nu(heads, feats.turns, data, cfg, reward_index=reward_index, progress=progress, desc=desc)
+    heads, curve, summary = fit_exact_nu(heads, feats.turns, data, solver, objective, reward_index=reward_index, progress=progress, desc=desc)
     return Solution(heads, feats, summary["iterations"], curve, summary)
 
 
@@ -207,7 +208,8 @@ def fit_exact_nu(
     heads: DiceHeads,
     turns: TurnFeatures,
     data: Any,
-    cfg: DiceConfig,
+    solver: ExactNuConfig,
+    objective: ObjectiveConfig,
     *,
     reward_index: int | None = None,
     progress: bool = True,
@@ -219,13 +221,15 @@ def fit_exact_nu(
     heads (float32; nu at its exact optimum u*, lambda the multipliers), the learning curve and
     the solver's summary (iterations, final gradient and constraint gap, converged, the final
     penalty weight ``mu``). ``warm_mu``: start from the multipliers in ``heads.lam`` with this
-    penalty weight (a refit near a known solution, e.g. a bootstrap resample) instead of zero."""
+    penalty weight (a refit near a known solution, e.g. a bootstrap resample) instead of zero. The slots:
+    ``heads``' own (``tmax``)."""
     device, dt = turns.logged.device, torch.float64
-    problem = ZetaProblem(turns, data, cfg, reward_index)
+    tmax = heads.nu_pad.numel()
+    problem = ZetaProblem(turns, data, objective, tmax, reward_index)
     parts_of = problem.parts
 
     theta = _theta_of(heads, device)
-    lam = torch.zeros(cfg.tmax if cfg.lambda_per_slot else 1, dtype=dt, device=device)
+    lam = torch.zeros(tmax if objective.lambda_per_slot else 1, dtype=dt, device=device)
     mu, last_gap = MU_START, math.inf
     if warm_mu is not None:
         with torch.no_grad():
@@ -234,18 +238,18 @@ def fit_exact_nu(
 
     curve: list[dict[str, Any]] = []
     iterations, grad_max, gap_max, stalled, decrement = 0, math.inf, math.inf, False, None
-    bar = tqdm(total=cfg.steps, desc=desc, disable=not progress, leave=False)
+    bar = tqdm(total=solver.steps, desc=desc, disable=not progress, leave=False)
     # Outer loop: the method of multipliers for E_D[zeta | slot] = 1. Inner loop: Levenberg-Marquardt
     # (a Newton step on H + damping I, the damping raised until the step lowers the objective, which
     # is not convex in the parameters: zeta is their square), to the gradient tolerance.
     for outer in range(MAX_OUTER):
         f, damping, stalled, decrement = parts_of(theta, lam, mu)[0], None, False, None
-        while iterations < cfg.steps:
+        while iterations < solver.steps:
             grad, hess = problem.derivatives(theta, lam, mu)
             grad_max = float(grad.abs().max())
             if not math.isfinite(float(f)) or not math.isfinite(grad_max):
                 raise DiceDivergence(f"iteration {iterations}: the objective or its gradient is not finite")
-            if grad_max <= cfg.solver_tol:
+            if grad_max <= solver.solver_tol:
                 break
             if damping is None:
                 damping = 1e-3 * float(hess.diagonal().abs().mean()) + 1e-12
@@ -256,15 +260,15 @@ def fit_exact_nu(
             if stalled:
                 decrement = _newton_decrement(grad, hess)  # theta did not move: grad and hess are still its own
                 break
-            if iterations % cfg.log_every == 0:
-                curve.append(_row(iterations, outer, theta, grad_max, lam, mu, problem, data, cfg))
+            if iterations % solver.log_every == 0:
+                curve.append(_row(iterations, outer, theta, grad_max, lam, mu, problem, data))
         with torch.no_grad():
             means = parts_of(theta, lam, mu)[4]
-        gap_max = float((means - 1).abs().max()) if cfg.normalise else 0.0
-        curve.append(_row(iterations, outer, theta, grad_max, lam, mu, problem, data, cfg))
-        check_zeta(f"iteration {iterations}", curve[-1]["zeta_mean"], cfg)
+        gap_max = float((means - 1).abs().max()) if objective.normalise else 0.0
+        curve.append(_row(iterations, outer, theta, grad_max, lam, mu, problem, data))
+        check_zeta(f"iteration {iterations}", curve[-1]["zeta_mean"], solver)
         bar.set_postfix(grad=f"{grad_max:.1e}", mass=f"{gap_max:.1e}", ess=f"{curve[-1]['ess']:.0f}")
-        if gap_max <= cfg.constraint_tol or iterations >= cfg.steps:
+        if gap_max <= solver.constraint_tol or iterations >= solver.steps:
             break
         lam = lam + mu * (means - 1)
         if gap_max > 0.25 * last_gap:  # the constraints did not tighten enough: a stiffer penalty
@@ -275,8 +279,8 @@ def fit_exact_nu(
     heads = _into_heads(heads, problem, theta, lam)
     # decrement is set only by a stall, which only follows a gradient above solver_tol
     at_precision = (decrement is not None and decrement / 2 <= STALL_RESOLUTION * max(1.0, abs(float(f)))
-                    and grad_max <= STALL_GRAD_SLACK * cfg.solver_tol)
-    converged = (grad_max <= cfg.solver_tol or at_precision) and gap_max <= cfg.constraint_tol
+                    and grad_max <= STALL_GRAD_SLACK * solver.solver_tol)
+    converged = (grad_max <= solver.solver_tol or at_precision) and gap_max <= solver.constraint_tol
     if not converged and warn:
         stall = ""
         if stalled:
@@ -284,7 +288,7 @@ def fit_exact_nu(
                      f", the line search stalled with a Newton decrement of {decrement:.2g}")
         log.warning(
             "%s: exact_nu stopped at %d iterations with max |gradient| %.2g (solver_tol %.2g) and max |E_D[zeta|slot] - 1| "
-            "%.2g (constraint_tol %.2g)%s", desc, iterations, grad_max, cfg.solver_tol, gap_max, cfg.constraint_tol, stall,
+            "%.2g (constraint_tol %.2g)%s", desc, iterations, grad_max, solver.solver_tol, gap_max, solver.constraint_tol, stall,
         )
     summary = {
         "solver": "exact_nu",
@@ -312,14 +316,14 @@ def _theta_of(heads: DiceHeads, device: torch.device) -> torch.Tensor:
 def _into_heads(heads: DiceHeads, problem: ZetaProblem, theta: torch.Tensor, lam: torch.Tensor) -> DiceHeads:
     """The heads in float64 with zeta's parameters ``theta``, nu at its exact optimum given them
     (``u* = -C^-1 g / (2 alpha_nu)``) and the multipliers ``lam``."""
-    cfg, d = problem.cfg, problem.feature_dim
+    obj, d = problem.objective, problem.feature_dim
     with torch.no_grad():
         _, _, c_inv_g, _, _ = problem.parts(theta, lam, 0.0)
         heads = heads.to(torch.float64)
         heads.zeta_net[-1].weight.copy_(theta[:d].unsqueeze(0))
         heads.zeta_net[-1].bias.copy_(theta[d : d + 1])
         heads.zeta_pad_raw.copy_(theta[d + 1 :])
-        u = -c_inv_g / (2 * cfg.alpha_nu)
+        u = -c_inv_g / (2 * obj.alpha_nu)
         heads.nu_net[-1].weight.copy_(u[:d].unsqueeze(0))
         heads.nu_net[-1].bias.copy_(u[d : d + 1])
         heads.nu_pad.copy_(u[d + 1 :])
@@ -333,7 +337,8 @@ def refit_kkt(
     heads: DiceHeads,
     turns: TurnFeatures,
     data: Any,
-    cfg: DiceConfig,
+    solver: ExactNuConfig,
+    objective: ObjectiveConfig,
     *,
     reward_index: int | None = None,
     max_steps: int = 100,
@@ -355,7 +360,7 @@ def refit_kkt(
     Returns the heads (float32; nu at its exact optimum, lambda the multipliers) and a summary
     (iterations, final gradient and constraint gap, converged)."""
     device, dt = turns.logged.device, torch.float64
-    problem = ZetaProblem(turns, data, cfg, reward_index)
+    problem = ZetaProblem(turns, data, objective, heads.nu_pad.numel(), reward_index)
     theta = _theta_of(heads, device)
     with torch.no_grad():
         lam = -heads.lam.detach().to(device=device, dtype=dt).reshape(-1)  # stored sign-flipped
@@ -363,7 +368,7 @@ def refit_kkt(
     eye = torch.eye(n_params, dtype=dt, device=device)
     # the multipliers enter 4 alpha_nu A as scale * lam' gap: the step solves for scale * dlam,
     # whose block of the KKT matrix is as well scaled as theta's
-    scale = 4 * cfg.alpha_nu / max(len(lam), 1)
+    scale = 4 * objective.alpha_nu / max(len(lam), 1)
 
     grad, hess, gap, jac = problem.derivatives_and_constraints(theta, lam, 0.0)  # the Lagrangian's: no penalty
     k = len(gap)
@@ -375,7 +380,7 @@ def refit_kkt(
         gap_max = float(gap.abs().max()) if k else 0.0
         if not math.isfinite(grad_max) or not math.isfinite(gap_max):
             raise DiceDivergence(f"KKT refit, step {iterations}: the gradient or the constraints are not finite")
-        converged = grad_max <= cfg.solver_tol and gap_max <= cfg.constraint_tol
+        converged = grad_max <= solver.solver_tol and gap_max <= solver.constraint_tol
         if converged or iterations >= max_steps:
             break
         step = None
@@ -458,18 +463,18 @@ def _activation_derivatives(x: torch.Tensor, kind: str) -> tuple[torch.Tensor, t
 
 
 def _row(step: int, outer: int, theta: torch.Tensor, grad_max: float, lam: torch.Tensor, mu: float, problem: ZetaProblem,
-         data: Any, cfg: DiceConfig) -> dict[str, Any]:
+         data: Any) -> dict[str, Any]:
     """One learning-curve row with the same keys as gradient descent-ascent's, plus the outer
     iteration, the gradient (of 4 alpha_nu A) and the flow residual; loss is the Lagrangian
     at the inner optimum (-F, the multiplier terms left out)."""
-    rows = problem.rows
+    rows, obj = problem.rows, problem.objective
     with torch.no_grad():
         _, zeta, c_inv_g, flow, _ = problem.parts(theta, lam, mu)
     last = zeta[rows.last].cpu().numpy()
     counts = rows.counts.cpu().numpy()
-    u_pad = (-c_inv_g / (2 * cfg.alpha_nu))[-cfg.tmax :].cpu().numpy()
+    u_pad = (-c_inv_g / (2 * obj.alpha_nu))[-problem.tmax :].cpu().numpy()
     zeta_mean = float((rows.weight * zeta).sum()) / rows.n_slots
-    f = float(flow) / (4 * cfg.alpha_nu) + cfg.alpha_zeta * float((rows.weight * penalty(zeta, cfg.zeta_penalty)).sum()) / rows.n_slots
+    f = float(flow) / (4 * obj.alpha_nu) + obj.alpha_zeta * float((rows.weight * penalty(zeta, obj.zeta_penalty)).sum()) / rows.n_slots
     row: dict[str, Any] = {"step": step, "outer": outer, "loss": -f, "zeta_mean": zeta_mean, "lambda": -float(lam.mean())}
     row["ess"] = effective_sample_size(last, counts)
     row["ess_share"] = row["ess"] / max(rows.n_dialogues, 1)

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from enigma.encoders.base import PairEncoder, turn_mask, turn_positions
-from enigma.ope.config import DiceConfig
+from enigma.ope.config import FrozenFeatures
 from enigma.ope.turns import TurnFeatures
 
 if TYPE_CHECKING:  # problem.py names Features in its Solution
@@ -122,7 +122,14 @@ class Features:
     """Encoder outputs for index batches; a frozen encoder's outputs are computed once, into
     ``turns`` (ragged; None for a trainable encoder)."""
 
-    def __init__(self, encoder: PairEncoder, prepared: Any, data: DiceData, device: torch.device, cfg: DiceConfig):
+    def __init__(self, encoder: PairEncoder, prepared: Any, data: DiceData, device: torch.device,
+                 frozen: FrozenFeatures | None = None, *, tmax: int | None = None, seed: int = 0, eval_batch_size: int = 512,
+                 q_project_dim: int | None = None):
+        """``frozen``: what is computed once from a frozen encoder's vectors (PCA, random
+        features, turn interactions; None: the vectors as they are, onehot's); ``tmax``: the
+        slots, for turn interactions; ``seed``: the PCA's and the random features' draws;
+        ``q_project_dim``: the fqe Q's own PCA of the text (frozen only)."""
+        self._settings = dict(frozen=frozen, tmax=tmax, seed=seed, eval_batch_size=eval_batch_size, q_project_dim=q_project_dim)
         self.encoder, self.prepared, self.device, self.n = encoder, prepared, device, len(data.dialog_ids)
         self.n_agent_turns = data.n_agent_turns.long().cpu()
         self.k_max = int(data.sample_mask.shape[1])
@@ -137,9 +144,14 @@ class Features:
         # the fqe Q reads when it leaves the agreement block out
         self.pair_dim = getattr(encoder, "pair_passthrough_dim", 0)
         if not self.trainable:
-            self.turns = self._fixed(data, cfg)
+            self.turns = self._fixed(data, **self._settings)
 
-    def _fixed(self, data: DiceData, cfg: DiceConfig) -> TurnFeatures:
+    def with_encoder(self, encoder: PairEncoder, data: DiceData) -> "Features":
+        """The same features of another encoder (the gda solver's weight-averaged copy)."""
+        return Features(encoder, self.prepared, data, self.device, **self._settings)
+
+    def _fixed(self, data: DiceData, frozen: FrozenFeatures | None, tmax: int | None, seed: int, eval_batch_size: int,
+               q_project_dim: int | None) -> TurnFeatures:
         """Every real turn's vectors, computed in chunks of ``eval_batch_size`` dialogues (the
         encoder's ``turn_rows``: no padded table of the whole store) into one buffer (the logged
         rows, then the target samples' rows), then projected, then random features appended."""
@@ -147,8 +159,8 @@ class Features:
         buf = torch.empty((t_all * (1 + s), self.dim), dtype=torch.float32, device=self.device)
         logged, target = buf[:t_all], buf[t_all:].view(t_all, s, self.dim)
         pos = 0
-        for i in range(0, self.n, cfg.eval_batch_size):
-            index = torch.arange(i, min(i + cfg.eval_batch_size, self.n))
+        for i in range(0, self.n, eval_batch_size):
+            index = torch.arange(i, min(i + eval_batch_size, self.n))
             with torch.no_grad():
                 lg, tg = self.encoder.turn_rows(self.prepared, index, self.n_agent_turns)
             logged[pos : pos + len(lg)] = lg.to(self.device)
@@ -157,26 +169,28 @@ class Features:
         mask = data.sample_mask[turn_mask(self.n_agent_turns, self.k_max)].to(self.device)
         keep = getattr(self.encoder, "passthrough_dim", 0)  # trailing features the PCA leaves alone
         cut = self.dim - keep
-        q_dim = cfg.fqe.project_dim if cfg.q_model == "fqe" and cfg.encoder != "onehot" else None
+        q_dim = q_project_dim if frozen is not None else None
+        pca = frozen.pca if frozen is not None else "randomized"
+        project_dim = frozen.project_dim if frozen is not None else None
         if q_dim:
             # the Q's own view of the pair's text, wider than the heads' (an MLP can use it; the
             # linear heads gained nothing from 128 dims): taken before the heads' PCA frees the vectors
-            q_buf = buf[:, :cut] if q_dim >= cut else pca_projection(buf[:, :cut], q_dim, cfg.seed, solver=cfg.pca, setting="fqe.project_dim")
+            q_buf = buf[:, :cut] if q_dim >= cut else pca_projection(buf[:, :cut], q_dim, seed, solver=pca, setting="fqe.project_dim")
             if self.pair_dim:
                 q_buf = torch.cat([q_buf, buf[:, cut : cut + self.pair_dim]], 1)
             self.q_turns = TurnFeatures(q_buf[:t_all], q_buf[t_all:].view(t_all, s, -1), mask, self.n_agent_turns.to(self.device))
-        if cfg.project_dim and cfg.project_dim < cut:
-            projected = buf.new_empty((len(buf), cfg.project_dim + keep))
-            projected[:, : cfg.project_dim] = pca_projection(buf[:, :cut], cfg.project_dim, cfg.seed, solver=cfg.pca)
-            projected[:, cfg.project_dim :] = buf[:, cut:]
+        if project_dim and project_dim < cut:
+            projected = buf.new_empty((len(buf), project_dim + keep))
+            projected[:, :project_dim] = pca_projection(buf[:, :cut], project_dim, seed, solver=pca)
+            projected[:, project_dim:] = buf[:, cut:]
             del buf, logged, target
-            self.dim, self.text_dim = cfg.project_dim + keep, cfg.project_dim
+            self.dim, self.text_dim = project_dim + keep, project_dim
             buf = projected
-        if cfg.random_features:
-            buf = random_fourier_features(buf, cfg.random_features, cfg.random_features_scale, cfg.seed)
+        if frozen is not None and frozen.random_features:
+            buf = random_fourier_features(buf, frozen.random_features, frozen.random_features_scale, seed)
             self.dim = buf.shape[1]
-        if cfg.turn_interactions:
-            buf = turn_interactions(buf, self.n_agent_turns, s, cfg.tmax)
+        if frozen is not None and frozen.turn_interactions:
+            buf = turn_interactions(buf, self.n_agent_turns, s, tmax)
             self.dim = buf.shape[1]
         logged, target = buf[:t_all], buf[t_all:].view(t_all, s, self.dim)
         return TurnFeatures(logged, target, mask, self.n_agent_turns.to(self.device))

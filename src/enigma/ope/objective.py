@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import torch
 
-from enigma.ope.config import DiceConfig
+from enigma.ope.config import ObjectiveConfig
 from enigma.ope.heads import DiceHeads
 from enigma.ope.padding import real_mask, successor_values, to_slots
 
@@ -85,18 +85,18 @@ def slot_values(
 
 
 def lagrangian(
-    v: SlotValues, lam: torch.Tensor, cfg: DiceConfig, reward: torch.Tensor | None = None
+    v: SlotValues, lam: torch.Tensor, objective: ObjectiveConfig, reward: torch.Tensor | None = None
 ) -> torch.Tensor:
     """The objective above for one batch (a scalar). ``lam`` has one entry or one per slot;
     ``reward`` [B] is needed only when ``alpha_r > 0`` (missing ratings as NaN count 0)."""
-    per_slot = v.zeta * (v.nu_next - v.nu) - cfg.alpha_zeta * penalty(v.zeta, cfg.zeta_penalty)
-    if cfg.normalise:
+    per_slot = v.zeta * (v.nu_next - v.nu) - objective.alpha_zeta * penalty(v.zeta, objective.zeta_penalty)
+    if objective.normalise:
         per_slot = per_slot + lam.unsqueeze(0) * (v.zeta - 1.0)
-    if cfg.alpha_nu:
-        per_slot = per_slot + cfg.alpha_nu * penalty(v.nu, cfg.zeta_penalty)
+    if objective.alpha_nu:
+        per_slot = per_slot + objective.alpha_nu * penalty(v.nu, objective.zeta_penalty)
     loss = per_slot.mean()
-    if cfg.alpha_r:
+    if objective.alpha_r:
         if reward is None:
             raise ValueError("alpha_r > 0 needs a reward per dialogue")
-        loss = loss + cfg.alpha_r * (v.zeta_last * torch.nan_to_num(reward, nan=0.0)).mean()
+        loss = loss + objective.alpha_r * (v.zeta_last * torch.nan_to_num(reward, nan=0.0)).mean()
     return loss

@@ -14,7 +14,7 @@ import torch
 
 from enigma.encoders.base import PairEncoder
 from enigma.ope.bootstrap import bootstrap_estimates, percentile_interval
-from enigma.ope.config import DiceConfig
+from enigma.ope.config import DiceConfig, ExactNuConfig
 from enigma.ope.diagnostics import evaluate
 from enigma.ope.estimates import effective_sample_size, rating_estimates
 from enigma.ope.exact_nu import solve_exact_nu
@@ -76,22 +76,25 @@ def train_dice(
     desc: str = "dice",
 ) -> DiceRun:
     """Train on all dialogues of ``data``; ``reward_index`` selects the rating that enters
-    the objective when ``cfg.alpha_r > 0``."""
-    if cfg.alpha_r and reward_index is None:
+    the objective when ``alpha_r > 0``. The whole config is handed out here, each part to its module."""
+    if cfg.objective.alpha_r and reward_index is None:
         raise ValueError("alpha_r > 0: train once per rating (pass reward_index)")
     device = pick_device(cfg.device)
     # the seed before the features (a PCA projection draws) and the heads' initial weights
     torch.manual_seed(cfg.seed)
     encoder = encoder.to(device)
-    feats = Features(encoder, prepared, data, device, cfg)
-    heads = DiceHeads(feats.dim, cfg.head_hidden, cfg.tmax, cfg.zeta_activation, cfg.lambda_per_slot).to(device)
-    if cfg.solver == "exact_nu":
-        sol = solve_exact_nu(heads, feats, data, cfg, reward_index=reward_index, progress=progress, desc=desc)
+    feats = Features(encoder, prepared, data, device, cfg.frozen, tmax=cfg.tmax, seed=cfg.seed,
+                     eval_batch_size=cfg.eval_batch_size, q_project_dim=cfg.q_project_dim)
+    obj, solver = cfg.objective, cfg.solver
+    heads = DiceHeads(feats.dim, solver.head_hidden, cfg.tmax, obj.zeta_activation, obj.lambda_per_slot).to(device)
+    if isinstance(solver, ExactNuConfig):
+        sol = solve_exact_nu(heads, feats, data, solver, obj, reward_index=reward_index, progress=progress, desc=desc)
     else:
-        sol = solve_gda(encoder, prepared, heads, feats, data, cfg, reward_index=reward_index, progress=progress, desc=desc)
+        sol = solve_gda(encoder, prepared, heads, feats, data, solver, obj, seed=cfg.seed, eval_batch_size=cfg.eval_batch_size,
+                        reward_index=reward_index, progress=progress, desc=desc)
     run = final_run(sol.heads, sol.features, data, cfg, sol.steps, sol.curve, sol.summary)
     turn_q = add_values(run, sol.features, data, cfg)
-    if cfg.interval_resamples:
+    if cfg.interval.resamples:
         add_intervals(run, sol.features, data, cfg, reward_index=reward_index, desc=desc, progress=progress, turn_q=turn_q)
     return run
 
@@ -103,19 +106,20 @@ def add_values(run: DiceRun, feats: Features, data: DiceData, cfg: DiceConfig) -
     if feats.turns is None:
         return None
     turn_q = None
-    if cfg.q_model == "fqe":
+    value = cfg.value
+    if value.q_model == "fqe":
         if feats.q_turns is not None:  # fqe.project_dim: its own text features (and grounding), no agreement block
-            turn_q = fit_turn_q(feats.q_turns, data.rewards, cfg.fqe, cfg.seed)
+            turn_q = fit_turn_q(feats.q_turns, data.rewards, value.fqe, cfg.seed)
         else:
-            columns = None if cfg.fqe.agreement else slice(0, feats.text_dim + feats.pair_dim)
-            turn_q = fit_turn_q(feats.turns, data.rewards, cfg.fqe, cfg.seed, columns=columns)
-    values = value_estimates(run.heads, feats.turns, data, cfg.tmax, cfg.q_ridge, turn_q, cfg.slot_normalise,
-                             lstd_residual=cfg.fqe.lstd_residual)
+            columns = None if value.fqe.agreement else slice(0, feats.text_dim + feats.pair_dim)
+            turn_q = fit_turn_q(feats.turns, data.rewards, value.fqe, cfg.seed, columns=columns)
+    values = value_estimates(run.heads, feats.turns, data, cfg.tmax, value.q_ridge, turn_q, cfg.solver.slot_normalise,
+                             lstd_residual=value.fqe.lstd_residual)
     run.solver["values"] = values
-    if cfg.value != "weighted":  # weighted is the final pass's own estimate already
+    if value.kind != "weighted":  # weighted is the final pass's own estimate already
         for name, v in values.items():
-            run.estimates[name]["estimate"] = v[cfg.value]
-    problem = dr_balance_problem(run.slot_means, cfg)
+            run.estimates[name]["estimate"] = v[value.kind]
+    problem = dr_balance_problem(run.slot_means, value)
     if problem is not None:
         run.solver.update(converged=False, why=problem)
     return turn_q
@@ -126,13 +130,16 @@ def add_intervals(run: DiceRun, feats: Features, data: DiceData, cfg: DiceConfig
     """The bootstrap's percentile interval of every rating's estimate (``enigma.ope.bootstrap``)."""
     if feats.turns is None:
         raise ValueError("dice.interval_resamples needs fixed features (the bootstrap refits on them)")
-    boot = bootstrap_estimates(run.heads, feats.turns, data, cfg, reward_index=reward_index, warm_mu=run.solver.get("mu"), desc=desc,
+    if not isinstance(cfg.solver, ExactNuConfig):
+        raise ValueError("dice.interval_resamples needs solver exact_nu (each resample is refitted from the full fit)")
+    boot = bootstrap_estimates(run.heads, feats.turns, data, solver=cfg.solver, objective=cfg.objective, interval=cfg.interval,
+                               value=cfg.value, seed=cfg.seed, reward_index=reward_index, warm_mu=run.solver.get("mu"), desc=desc,
                                progress=progress, turn_q=turn_q)
     run.draws = boot["draws"]
-    run.intervals = {r: percentile_interval(d, cfg.interval_level) for r, d in boot["draws"].items()}
+    run.intervals = {r: percentile_interval(d, cfg.interval.level) for r, d in boot["draws"].items()}
     run.bootstrap = {
         "method": "dialogue bootstrap, percentile; each resample refitted from the full fit",
-        "resamples": cfg.interval_resamples, "level": cfg.interval_level, "seed": cfg.seed,
+        "resamples": cfg.interval.resamples, "level": cfg.interval.level, "seed": cfg.seed,
         "failed": boot["failed"], "unconverged": boot["unconverged"], "mass_gap_max": boot["mass_gap_max"],
         "mean_iterations": boot["mean_iterations"],
         "se": {r: float(np.std(d, ddof=1)) if len(d) > 1 else None for r, d in boot["draws"].items()},
@@ -144,8 +151,8 @@ def final_run(
     solver: dict[str, Any] | None = None,
 ) -> DiceRun:
     """The final pass over all dialogues at the final weights, guarded, as a ``DiceRun``."""
-    ev = evaluate(heads, feats, data, cfg)
-    check_zeta("final pass", ev["zeta_mean"], cfg, ev["zeta_last"])
+    ev = evaluate(heads, feats, data, eval_batch_size=cfg.eval_batch_size, slot_normalise=cfg.solver.slot_normalise)
+    check_zeta("final pass", ev["zeta_mean"], cfg.solver, ev["zeta_last"])
     return DiceRun(
         estimates=rating_estimates(ev["zeta_last"], data.rewards, data.rating_names),
         zeta_last=ev["zeta_last"],
