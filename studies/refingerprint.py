@@ -110,11 +110,58 @@ def rewrite_fingerprint(path: Path, old: str, new: str) -> None:
     os.replace(tmp, path)
 
 
-def migrate_folder(folder: Path, old_fps: dict[str, str], new_fps: dict[str, str], dry_run: bool = False) -> dict[str, int]:
+def recorded_config(old: dict, est) -> dict:
+    """What a run of ``est`` (the new code's estimator) records as ``diagnostics.config`` where a
+    run of the old code recorded ``old``: the estimator's resolved settings as a flat section
+    (``DiceConfig.flat()``) with the run's own tmax (derived from its logs when unset). Every key
+    the two share must hold the same value (else ValueError: the settings differ, not their
+    form); a key only the old one has is one the split config no longer carries (the other
+    solver's, or one exact_nu fixes) and must be at the value the new config implies."""
+    new = est.config.flat()
+    if new.get("tmax") is None:
+        new["tmax"] = old.get("tmax")
+    differ = sorted(k for k in set(old) & set(new) if old[k] != new[k])
+    if differ:
+        raise ValueError(f"the recorded settings differ from {est.name}'s: " + ", ".join(f"{k} {old[k]!r} -> {new[k]!r}" for k in differ))
+    from enigma.ope.config import DiceConfig
+
+    try:  # the old keys the new config dropped, at their old values, must resolve to the same config
+        DiceConfig.from_flat({**new, **{k: old[k] for k in set(old) - set(new) if k in FIXED_BY_EXACT_NU}})
+    except ValueError as exc:
+        raise ValueError(f"a setting the new config dropped was not at its fixed value: {exc}") from None
+    return new
+
+
+# the settings exact_nu fixes by construction, which its config no longer carries (enigma/ope/config.py)
+FIXED_BY_EXACT_NU = ("head_hidden", "batch_size", "slot_normalise", "average_last")
+
+
+def rewrite_config(path: Path, est) -> None:
+    """Result file ``path`` with each row's recorded ``diagnostics.config`` in the new code's form
+    (``recorded_config``), written as the runner writes it (its JSON form, the diagnostics
+    serialised with sorted keys), so the file is byte for byte what a fresh run writes."""
+    saved = json.loads(path.read_text())
+    rows = []
+    for row in saved["rows"]:
+        diagnostics = json.loads(row["diagnostics"]) if row.get("diagnostics") else None
+        if isinstance(diagnostics, dict) and isinstance(diagnostics.get("config"), dict):
+            diagnostics["config"] = recorded_config(diagnostics["config"], est)
+            row = {**row, "diagnostics": json.dumps(diagnostics, sort_keys=True, default=str)}
+        rows.append(row)
+    text = json.dumps({"fingerprint": saved["fingerprint"], "rows": rows}, indent=1)
+    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def migrate_folder(folder: Path, old_fps: dict[str, str], new_fps: dict[str, str], dry_run: bool = False,
+                   estimators: dict[str, object] | None = None) -> dict[str, int]:
     """Every result file of ``folder`` (``<estimator>/<agent>.json``) whose estimator fingerprint
     is the old one gets the new one. Counts: migrated, already (the new one: a rerun changes
     nothing), stale (neither: an edited setting or a failure record; the train stage recomputes
-    it), unknown (an estimator no benchmark runs)."""
+    it), unknown (an estimator no benchmark runs). ``estimators`` (name: the new code's estimator):
+    a DICE estimator's migrated files get their recorded settings in the new form too
+    (``rewrite_config``)."""
     counts = {"migrated": 0, "already": 0, "stale": 0, "unknown": 0}
     for path in sorted(folder.glob("*/*.json")):
         name = urllib.parse.unquote(path.parent.name)
@@ -130,6 +177,9 @@ def migrate_folder(folder: Path, old_fps: dict[str, str], new_fps: dict[str, str
         elif parts[1] == old_fps.get(name):
             if not dry_run:
                 rewrite_fingerprint(path, full, "-".join([parts[0], new_fps[name], parts[2]]))
+                est = (estimators or {}).get(name)
+                if est is not None and hasattr(est.config, "flat"):
+                    rewrite_config(path, est)
             counts["migrated"] += 1
         else:
             counts["stale"] += 1
@@ -139,16 +189,19 @@ def migrate_folder(folder: Path, old_fps: dict[str, str], new_fps: dict[str, str
 def migrate(data_dirs: list[Path], dry_run: bool) -> dict[str, dict[str, int]]:
     old = json.loads(BEFORE.read_text())["fingerprints"]
     new = fingerprints()
-    unchanged = [f"{b}/{n}" for b in new for n in new[b] if old.get(b, {}).get(n) == new[b][n]]
-    if unchanged:
-        raise SystemExit(f"the code's fingerprints are the old ones for {unchanged[:5]}...: run migrate on the new code")
+    if all(old.get(b, {}).get(n) == new[b][n] for b in new for n in new[b]):
+        raise SystemExit("the code's fingerprints are all the old ones: run dump on the old code, migrate on the new")
+    estimators: dict[str, dict[str, object]] = {}
+    for params_file in PARAMS_FILES:
+        for bench, _, est, _ in benchmark_estimators(params_file):
+            estimators.setdefault(bench, {}).setdefault(est.name, est)
     report: dict[str, dict[str, int]] = {}
     for data in data_dirs:
         for bench in new:
             for sub in RESULT_FOLDERS:
                 folder = data / bench / sub
                 if folder.is_dir():
-                    report[str(folder)] = counts = migrate_folder(folder, old.get(bench, {}), new[bench], dry_run)
+                    report[str(folder)] = counts = migrate_folder(folder, old.get(bench, {}), new[bench], dry_run, estimators.get(bench))
                     print(f"{folder}: " + ", ".join(f"{k} {v}" for k, v in counts.items()), flush=True)
     return report
 
