@@ -295,6 +295,18 @@ def score(work: Path, source: Path, variant: str, agents: list[str]):
     return score_estimator(variant, estimates, truth, ratings), estimates, part, diag
 
 
+def _kept_runs(path: Path, fresh: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The per-agent records of a variant's runs (``path``), with ``fresh`` put in: a result
+    reused by a rerun keeps the record of the run that computed it (its seconds, its memory)."""
+    old = {r["agent"]: r for r in json.loads(path.read_text())} if path.is_file() else {}
+    for r in fresh:
+        if not (r["resumed"] and r["agent"] in old):
+            old[r["agent"]] = r
+    if fresh:
+        path.write_text(json.dumps(list(old.values()), indent=1) + "\n")
+    return list(old.values())
+
+
 def _verdict(d: dict[str, Any] | None, worse: str, better: str) -> str:
     """A paired difference in words: whether its 95% interval holds zero."""
     if not d:
@@ -384,8 +396,8 @@ def main() -> None:
         warm_embeddings(Params.from_dict(params_data).benchmark(BENCHMARK), Params.from_dict(params_data))
         # one process per variant, one after the other: its peak memory is the variant's alone
         with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"), initializer=init_worker) as pool:
-            runs[v] = pool.submit(_estimate_variant, params_data, dev).result()
-        (args.work / v / "runs.json").write_text(json.dumps(runs[v], indent=1) + "\n")
+            fresh = pool.submit(_estimate_variant, params_data, dev).result()
+        runs[v] = _kept_runs(args.work / v / "runs.json", fresh)
 
     info, scores = {}, {}
     for v in variants:
@@ -393,7 +405,7 @@ def main() -> None:
             continue
         s, estimates, part, diag = score(args.work, args.source, v, dev)
         scores[v] = s
-        ran = runs.get(v) or (json.loads((args.work / v / "runs.json").read_text()) if (args.work / v / "runs.json").is_file() else [])
+        ran = runs.get(v) or _kept_runs(args.work / v / "runs.json", [])
         info[v] = {
             "store": made[v], "lengths": stats[v],
             "mean_pearson": s.means["pearson"], "mean_pearson_ci95": s.mean_ci["pearson"], "mean_spearman": s.means["spearman"],
@@ -404,6 +416,7 @@ def main() -> None:
             "failed_agents": int(part.loc[part.error.notna(), "agent_id"].nunique()),
             # as each result recorded it when computed (a reused result keeps its own cost)
             "seconds_per_agent": float(part.drop_duplicates("agent_id").seconds.mean()),
+            "seconds": {a: float(x) for a, x in part.drop_duplicates("agent_id").set_index("agent_id").seconds.items()},
             "peak_rss_mib": max((r["peak_rss_mib"] for r in ran if not r["resumed"]), default=None),
             "estimates": {a: {r: float(estimates.loc[a, r]) for r in s.ratings} for a in s.agents},
             "chatter_replies": chatter_replies(args.work, v, dev),
@@ -416,7 +429,7 @@ def main() -> None:
     code = code_version()
     first = next(iter(info.values()))
     ratings = list(first["pearson_per_rating"])
-    lines = [f"# Long-tailed dialogue lengths and dice.tmax (issue 58): a study on a lengthened airline store", "",
+    lines = ["# Long-tailed dialogue lengths and dice.tmax (issue 58): a study on a lengthened airline store", "",
              f"`{cmd}` (code: {code})", "",
              "**A study on dev data built for it; nothing is adopted.** ENIGMA as params.yaml runs it with "
              "`interval_resamples: 0`, leave-one-agent-out, scored on the "
