@@ -1,0 +1,302 @@
+"""Issue 58, direction 2: does each part of ENIGMA's default carry over to data that never chose it?
+
+The reply measures, the grounding block, the fitted-Q ensemble, the source reading and the fitted
+Q itself were each chosen on See 2019 or airline (their dev halves, or before the split, the whole
+of them). Here each is taken out alone (the rows ``enigma-ablate-*`` of studies/params.yaml: enigma
+with one setting changed and no interval) and run, leave-one-agent-out as the train stage runs it
+(``enigma.pipeline.train.run_agent``), on the agents no choice read: all of airline-heldout and the
+TEST halves of airline and See 2019 (``enigma.evaluation.split``, params.yaml ``report.split``).
+Each agent is still estimated from all the other agents' logs; only the agents whose correlation is
+reported are run. The paired baseline is the product's ``enigma`` as the main run saved it
+(data/<b>/results/enigma, with its interval: the interval does not move the point estimate, which
+``check`` confirms on one agent). A study: it reports what it measures and changes no default.
+
+    ENIGMA_CACHE_DIR=/work/main/cache nice .venv/bin/python studies/ablation_unchosen.py check --data /work/main/data --out /work/abl-results
+    ENIGMA_CACHE_DIR=/work/main/cache nice .venv/bin/python studies/ablation_unchosen.py run --data /work/main/data --out /work/abl-results
+    .venv/bin/python studies/ablation_unchosen.py report --data /work/main/data --out /work/abl-results
+
+``--data``: the folder of the benchmarks' stores, targets, rollouts, truth and saved results (read
+only); ``--out``: where the rows' results go, one folder per benchmark (re-running reuses every
+finished agent). Output: studies/results/ablation_unchosen.{md,json}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+LAB = ROOT / "studies" / "params.yaml"
+TAG = "ablation_unchosen"
+BASELINE = "enigma"
+PAIR = "enigma-ablate-none"  # the baseline as the rows run: enigma without its interval
+# The most informative first: the sellers designed after the defaults were frozen, then the test
+# half of the benchmark of human ratings, then airline's.
+BENCHMARKS = ("airline-heldout", "see2019", "airline")
+VARIANTS = {  # row -> the part it takes out
+    "enigma-ablate-reply-measures": "reply measures (`reply_measures: false`)",
+    "enigma-ablate-grounding": "grounding (`grounding: false`)",
+    "enigma-ablate-fqe-ensemble": "the fitted-Q ensemble: one fitted Q, the ensemble's first member without the linear skip path "
+                                  "(`fqe: {agreement: false, ensemble: 1, linear_members: 0}`)",
+    "enigma-ablate-source-reading": "the source reading: a stand-in's reply read after the logged dialogue (`target_history: logged`)",
+    "enigma-ablate-fitted-q": "the fitted Q: the linear LSTD Q on nu's basis (`q_model: lstd`)",
+}
+SOURCE_ROW = "enigma-ablate-source-reading"
+
+
+def lab_params(data: Path):
+    """studies/params.yaml with the benchmarks' data read from ``data``."""
+    from enigma.params import Params, load_yaml
+
+    raw = load_yaml(LAB)
+    raw.setdefault("pipeline", {})["data_dir"] = str(data)
+    return Params.from_dict(raw, LAB)
+
+
+def test_agents(b, params) -> list[str]:
+    """The benchmark's held-out agents of the test half (airline-heldout: all of them)."""
+    from enigma.evaluation.split import split_agents
+    from enigma.pipeline.store import heldout_agents
+
+    agents, _ = heldout_agents(b)
+    return split_agents(agents, params.report.split, b.name)["test"]
+
+
+def targets_record_sources(b) -> bool:
+    """Whether any sampled target of the benchmark records the chat its reply was said in: where
+    none does, ``target_history: logged`` and ``source`` read the same history (config.py)."""
+    import pyarrow.parquet as pq
+
+    return any("source_context" in pq.read_schema(f).names for f in sorted(b.targets_dir.glob("*.parquet")))
+
+
+def run_rows(b, params, rows: list[str], agents: list[str], out: Path, say=print) -> int:
+    """Each row on each agent through the train stage's own path into ``out``; returns failures."""
+    import time
+
+    from enigma.contracts import Regime
+    from enigma.estimators import benchmark_estimator
+    from enigma.pipeline.sample import read_targets
+    from enigma.pipeline.train import run_agent
+    from enigma.store.experience import ExperienceStore
+
+    store = ExperienceStore.open(b.store)
+    rollouts = ExperienceStore.open(b.rollouts) if b.rollouts is not None else None
+    out.mkdir(parents=True, exist_ok=True)
+    failures = 0
+    for name in rows:
+        est = benchmark_estimator(b, name, params)
+        needs = Regime.REPLIES_AT_LOGGED_STATES in est.regimes
+        for a in agents:
+            t0 = time.perf_counter()
+            targets = read_targets(b, a) if needs else None
+            _, failure = run_agent(b, est, a, targets, store, rollouts, out)
+            failures += failure is not None
+            say(f"{b.name} {name} / {a}: {'FAILED ' + str(failure)[:200] if failure else f'{time.perf_counter() - t0:.1f}s'}")
+            sys.stdout.flush()
+    return failures
+
+
+def plan(b, params) -> tuple[list[str], dict[str, list[str]]]:
+    """The test agents, and the agents each row runs on: every test agent, except the source
+    reading where no target records a source (there it is the baseline's settings in effect; one
+    agent is run to show it)."""
+    agents = test_agents(b, params)
+    per_row = {name: agents for name in (PAIR, *VARIANTS)}
+    if not targets_record_sources(b):
+        per_row[SOURCE_ROW] = agents[:1]
+    return agents, per_row
+
+
+SAVED = "enigma (saved)"  # the product's enigma as the main run saved it, with its interval
+
+
+def wide(df):
+    """agent x rating of the finite estimates (a failed run's rows are NaN: left out)."""
+    return df.pivot(index="agent_id", columns="rating", values="estimate").astype(float)
+
+
+def score_pair(name, ew, base, tw, ratings, cfg) -> dict[str, Any]:
+    """``name``'s Pearson on the agents both it and the pair estimated, mean and per rating, and
+    its paired difference from the pair's (bootstrap over agents, the report's seed and resamples)."""
+    from enigma.evaluation.correlation import paired_difference, score_estimator
+
+    agents = [a for a in tw.index if a in ew.index and a in base.index
+              and ew.loc[a, ratings].notna().all() and base.loc[a, ratings].notna().all()]
+    kw = dict(resamples=cfg.bootstrap_resamples, seed=cfg.seed, confidence=cfg.confidence)
+    t = tw.loc[agents]
+    out: dict[str, Any] = {"n_agents": len(agents), "agents": agents}
+    for scope in (ratings, *([r] for r in ratings)):
+        key = "mean" if len(scope) > 1 else scope[0]
+        a = score_estimator(name, ew, t, list(scope), **kw)
+        b = score_estimator(PAIR, base, t, list(scope), **kw)
+        out[key] = {"pearson": a.means["pearson"], "pearson_ci95": a.mean_ci["pearson"],
+                    "pair_pearson": b.means["pearson"],
+                    "difference": paired_difference(a, b, "pearson", cfg.confidence)}
+    return out
+
+
+def reading(diff: dict[str, Any] | None) -> str:
+    """A paired difference (ablated - default) in words: taking the part out lowers the
+    correlation (the part carries over), raises it (the part hurts here) or neither detectably."""
+    if not diff or diff["ci95"][0] is None:
+        return "no interval"
+    lo, hi = diff["ci95"]
+    if hi < 0:
+        return "carries over"
+    if lo > 0:
+        return "hurts here"
+    return "no detectable effect"
+
+
+def cmd_report(args) -> None:
+    import numpy as np
+
+    from enigma.evaluation.results import read_results
+    from enigma.evaluation.truth import read_truth, truth_wide
+    from provenance import code_version
+    from result_files import paired_cell, write_result
+
+    params = lab_params(args.data)
+    cfg = params.report
+    payload: dict[str, Any] = {
+        "command": "ENIGMA_CACHE_DIR=/work/main/cache nice .venv/bin/python " + " ".join(
+            ["studies/ablation_unchosen.py", "run", "--data", str(args.data), "--out", str(args.out)]),
+        "report_command": " ".join(["python", "studies/ablation_unchosen.py", *map(shlex.quote, sys.argv[1:])]),
+        "code": code_version(), "pair": PAIR, "variants": VARIANTS, "benchmarks": {}}
+    lines = [f"# {TAG}: each part of ENIGMA's default taken out alone, on data no choice read (issue 58, direction 2)", "",
+             f"    {payload['command']}", f"    python studies/ablation_unchosen.py report --data {args.data} --out {args.out}", "",
+             f"Code: {payload['code']}. Rows: studies/params.yaml `enigma-ablate-*`; each is params.yaml's `enigma` with "
+             f"one setting changed and no interval (`interval_resamples: 0`), paired against `{PAIR}` (enigma itself "
+             "without its interval, run the same way). Data: all 16 agents of airline-heldout (sellers designed after the "
+             "defaults were frozen) and the test halves (`report.split`) of airline and See 2019; every agent estimated "
+             "leave-one-agent-out from all the other agents' logs, through the train stage's `run_agent`. "
+             f"Pearson with the truth over the agents; the difference is row - `{PAIR}`, mean over the ratings, with a "
+             f"paired bootstrap over agents ({cfg.bootstrap_resamples} resamples, seed {cfg.seed}, "
+             f"{cfg.confidence:.0%}): below 0, taking the part out loses correlation (the part carries over).", "",
+             "What each row takes out:", ""]
+    lines += [f"- `{n}`: {what}" for n, what in VARIANTS.items()]
+    for name in args.benchmarks:
+        b = params.benchmark(name)
+        agents, per_row = plan(b, params)
+        tw = truth_wide(read_truth(b.truth))
+        ratings = list(cfg.ratings) if cfg.ratings else sorted(tw.columns)
+        tw = tw.loc[[a for a in agents if a in tw.index], ratings]
+        found = read_results(args.out / name)
+        rows = {n: wide(g) for n, g in found.groupby("estimator")}
+        seconds = {n: float(g.drop_duplicates("agent_id")["seconds"].mean()) for n, g in found.groupby("estimator")
+                   if "seconds" in g}
+        saved = wide(saved_results(b, BASELINE))
+        base = rows.get(PAIR)
+        entry: dict[str, Any] = {"test_agents": agents, "ratings": ratings, "rows": {}, "seconds_per_agent": seconds}
+        half = "all 16 agents (test only)" if name == "airline-heldout" else f"test half, {len(agents)} agents"
+        lines += ["", f"## {name} ({half})", ""]
+        if base is None:
+            lines.append(f"`{PAIR}` has not run here yet: nothing to pair.")
+            payload["benchmarks"][name] = entry
+            continue
+        common = [a for a in base.index if a in saved.index]
+        gap = float(np.nanmax(np.abs(base.loc[common, ratings].to_numpy() - saved.loc[common, ratings].to_numpy())))
+        entry["pair_vs_saved_max_abs"] = gap
+        head = "| row | n | mean Pearson [95%] | " + " | ".join(ratings) + " | row - pair, mean [95%] | " + \
+            " | ".join(f"{r}: row - pair" for r in ratings) + " | reading | s/agent |"
+        lines += [head, "|" + "---|" * (head.count("|") - 1)]
+        for row in (SAVED, *VARIANTS):
+            ew = saved if row == SAVED else rows.get(row)
+            if ew is None:
+                lines.append(f"| `{row}` | 0 | not run yet |" + " |" * (head.count("|") - 4))
+                continue
+            if row == SOURCE_ROW and len(per_row[row]) < len(agents):
+                a0 = per_row[row][0]
+                d = float(np.nanmax(np.abs(ew.loc[a0, ratings].to_numpy() - base.loc[a0, ratings].to_numpy()))) \
+                    if a0 in ew.index and a0 in base.index else None
+                entry["rows"][row] = {"same_settings_in_effect": True, "checked_agent": a0, "max_abs_vs_pair": d}
+                lines.append(f"| `{row}` | 1 | no target here records a source, so `logged` reads what `source` reads: "
+                             f"run on {a0} only, max abs apart from the pair {d:.2g} |" + " |" * (head.count("|") - 4))
+                continue
+            got = score_pair(row, ew, base, tw, ratings, cfg)
+            got["reading"] = reading(got["mean"]["difference"])
+            entry["rows"][row] = got
+            m = got["mean"]
+            ci = m["pearson_ci95"]
+            lines.append(
+                f"| `{row}` | {got['n_agents']} | {m['pearson']:+.3f} [{ci[0]:+.3f}, {ci[1]:+.3f}] | "
+                + " | ".join(f"{got[r]['pearson']:+.3f}" for r in ratings) + f" | {paired_cell(m['difference'])} | "
+                + " | ".join(paired_cell(got[r]["difference"]) for r in ratings)
+                + f" | {got['reading'] if row != SAVED else 'reference'} | {seconds.get(row, float('nan')):.1f} |")
+        pair_score = score_pair(PAIR, base, base, tw, ratings, cfg)
+        entry["rows"][PAIR] = {k: v for k, v in pair_score.items()}
+        ci = pair_score["mean"]["pearson_ci95"]
+        lines.append(f"| `{PAIR}` (the pair) | {pair_score['n_agents']} | {pair_score['mean']['pearson']:+.3f} "
+                     f"[{ci[0]:+.3f}, {ci[1]:+.3f}] | " + " | ".join(f"{pair_score[r]['pearson']:+.3f}" for r in ratings)
+                     + " |" * (len(ratings) + 2) + f" | {seconds.get(PAIR, float('nan')):.1f} |")
+        lines += ["", f"`{PAIR}` against the saved `enigma` (interval 100): point estimates at most {gap:.2g} apart "
+                  f"over {len(common)} agents (the interval's resamples do not feed the point estimate; the gap is the "
+                  "run-to-run difference of the fit), so the rows pair against the run made the same way."]
+        payload["benchmarks"][name] = entry
+    write_result(TAG, lines, payload)
+
+
+def cmd_run(args) -> None:
+    params = lab_params(args.data)
+    failures = 0
+    for name in args.benchmarks:
+        b = params.benchmark(name)
+        _, per_row = plan(b, params)
+        for row in (PAIR, *VARIANTS):
+            failures += run_rows(b, params, [row], per_row[row], args.out / name)
+    print(f"done; {failures} failed run(s)")
+
+
+def baseline_no_interval(params):
+    """The product's enigma with ``interval_resamples: 0``, under its own name (for ``check``)."""
+    from enigma.params import Params
+
+    data = params.model_dump(mode="json")
+    data["estimators"][BASELINE]["dice"] = {**data["estimators"][BASELINE]["dice"], "interval_resamples": 0}
+    return Params.from_dict(data)
+
+
+def cmd_check(args) -> None:
+    """The baseline without its interval on one agent against the saved estimate (with it)."""
+    from enigma.evaluation.results import read_results
+
+    params = lab_params(args.data)
+    b = params.benchmark(args.benchmarks[0])
+    agent = args.agent or test_agents(b, params)[0]
+    out = args.out / "check" / b.name
+    run_rows(b, baseline_no_interval(params), [BASELINE], [agent], out)
+    fresh = read_results(out).set_index("rating")["estimate"]
+    saved = saved_results(b, BASELINE)
+    saved = saved[saved.agent_id == agent].set_index("rating")["estimate"]
+    gap = (fresh - saved.reindex(fresh.index)).abs()
+    print(f"{b.name} / {agent}: |no-interval - saved| per rating: {gap.round(12).to_dict()}")
+
+
+def saved_results(b, name: str):
+    """Estimator ``name``'s saved results in the benchmark's main results folder."""
+    from enigma.evaluation.results import read_results
+
+    df = read_results(b.results_dir())
+    return df[df.estimator == name]
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("step", choices=("check", "run", "report"))
+    ap.add_argument("--data", type=Path, default=ROOT / "data", help="the benchmarks' data folder (read only)")
+    ap.add_argument("--out", type=Path, required=True, help="the rows' results folder, one subfolder per benchmark")
+    ap.add_argument("--benchmarks", nargs="+", default=list(BENCHMARKS))
+    ap.add_argument("--agent", default=None, help="check: the agent (default: the first test agent)")
+    args = ap.parse_args(argv)
+    import torch
+
+    torch.set_num_threads(1)  # one core: the machine's other is another job's
+    {"check": cmd_check, "run": cmd_run, "report": cmd_report}[args.step](args)
+
+
+if __name__ == "__main__":
+    main()
