@@ -23,6 +23,7 @@ finished agent). Output: studies/results/ablation_unchosen.{md,json}.
 from __future__ import annotations
 
 import argparse
+import json
 import shlex
 import sys
 from pathlib import Path
@@ -45,6 +46,19 @@ VARIANTS = {  # row -> the part it takes out
     "enigma-ablate-fitted-q": "the fitted Q: the linear LSTD Q on nu's basis (`q_model: lstd`)",
 }
 SOURCE_ROW = "enigma-ablate-source-reading"
+# Which single Q is "the ensemble taken out": the default's Q is the mean of 3 fits from consecutive
+# seeds, the last of them with a linear skip path. One Q with the linear path would keep a member
+# the default weighs at a third and make it the whole Q, a Q the default never is; one Q without it
+# is the default's first member alone, so that is the row (the linear member goes with the
+# ensemble it is a member of; its own share is not separated here).
+ENSEMBLE_CHOICE = (
+    "The ensemble row: the default's Q is the mean of 3 fitted Qs from consecutive seeds, the last with a linear "
+    "skip path (`fqe: {agreement: false, ensemble: 3, linear_members: 1}`). A row's `fqe` replaces the base's whole "
+    "(`dice_config` merges the dice entries key by key, so a nested section is replaced, not merged), so the row "
+    "states all three keys. Taken out is the ensemble as it stands: one Q, the first member, without the linear "
+    "path (the default's members 2 and 3, the linear one included, go). `ensemble: 1` with its linear member would "
+    "instead make the linear-path Q, a third of the default's mean, the whole Q: a Q the default never is, so two "
+    "changes in one. What the linear member alone adds is therefore not separated here.")
 
 
 def lab_params(data: Path):
@@ -179,6 +193,7 @@ def cmd_report(args) -> None:
              f"{cfg.confidence:.0%}): below 0, taking the part out loses correlation (the part carries over).", "",
              "What each row takes out:", ""]
     lines += [f"- `{n}`: {what}" for n, what in VARIANTS.items()]
+    lines += ["", ENSEMBLE_CHOICE]
     for name in args.benchmarks:
         b = params.benchmark(name)
         agents, per_row = plan(b, params)
@@ -202,7 +217,7 @@ def cmd_report(args) -> None:
         gap = float(np.nanmax(np.abs(base.loc[common, ratings].to_numpy() - saved.loc[common, ratings].to_numpy())))
         entry["pair_vs_saved_max_abs"] = gap
         head = "| row | n | mean Pearson [95%] | " + " | ".join(ratings) + " | row - pair, mean [95%] | " + \
-            " | ".join(f"{r}: row - pair" for r in ratings) + " | reading | s/agent |"
+            " | ".join(f"{r}: row - pair" for r in ratings) + " | reading | estimate s/agent |"
         lines += [head, "|" + "---|" * (head.count("|") - 1)]
         for row in (SAVED, *VARIANTS):
             ew = saved if row == SAVED else rows.get(row)
@@ -234,9 +249,33 @@ def cmd_report(args) -> None:
                      f"[{ci[0]:+.3f}, {ci[1]:+.3f}] | " + " | ".join(f"{pair_score[r]['pearson']:+.3f}" for r in ratings)
                      + " |" * (len(ratings) + 2) + f" | {seconds.get(PAIR, float('nan')):.1f} |")
         lines += ["", f"`{PAIR}` against the saved `enigma` (interval 100): point estimates at most {gap:.2g} apart "
-                  f"over {len(common)} agents (the interval's resamples do not feed the point estimate; the gap is the "
-                  "run-to-run difference of the fit), so the rows pair against the run made the same way."]
+                  f"over {len(common)} agents, so the rows pair against `{PAIR}`, made the same way as they are."]
+        for kind, what in (("check", "`enigma` without its interval, run again (`check`)"),
+                           ("check-interval", "`enigma` with its interval as params.yaml has it, run here (`check --interval`)")):
+            f = args.out / kind / name / "check.json"
+            if f.is_file():
+                c = json.loads(f.read_text())
+                entry[kind] = c
+                vs_pair = f", from `{PAIR}` {c['max_abs_vs_pair']:.2g}" if "max_abs_vs_pair" in c else ""
+                lines.append(f"- {what} on {c['agent']}: at most {c['max_abs_vs_saved']:.2g} from the saved estimate{vs_pair}.")
         payload["benchmarks"][name] = entry
+    lines += ["", "## Reading", "",
+              "Per row and benchmark, from the paired interval of the mean Pearson (row - pair): *carries over* where "
+              "taking the part out lowers it (interval below 0), *hurts here* where it raises it (above 0), *no "
+              "detectable effect* where the interval covers 0. The test halves are 14 agents and airline-heldout 16, "
+              "so an interval of a few hundredths either way is what these data can resolve.", ""]
+    for row in VARIANTS:
+        said = []
+        for name, entry in payload["benchmarks"].items():
+            got = entry.get("rows", {}).get(row)
+            if not got:
+                continue
+            if got.get("same_settings_in_effect"):
+                said.append(f"{name}: the same settings in effect (no source recorded)")
+                continue
+            d = got["mean"]["difference"]
+            said.append(f"{name}: {got['reading']} ({paired_cell(d)})" if d else f"{name}: no interval")
+        lines.append(f"- `{row}`: " + ("; ".join(said) if said else "not run yet") + ".")
     write_result(TAG, lines, payload)
 
 
@@ -261,19 +300,29 @@ def baseline_no_interval(params):
 
 
 def cmd_check(args) -> None:
-    """The baseline without its interval on one agent against the saved estimate (with it)."""
+    """The baseline without its interval (``--interval``: with it) on one agent against the saved estimate."""
     from enigma.evaluation.results import read_results
 
     params = lab_params(args.data)
     b = params.benchmark(args.benchmarks[0])
     agent = args.agent or test_agents(b, params)[0]
-    out = args.out / "check" / b.name
-    run_rows(b, baseline_no_interval(params), [BASELINE], [agent], out)
+    # --interval: the product's enigma exactly as saved (its interval too), to tell whether a gap
+    # between the pair and the saved estimates comes from the interval or from where they were made
+    out = args.out / ("check-interval" if args.interval else "check") / b.name
+    run_rows(b, params if args.interval else baseline_no_interval(params), [BASELINE], [agent], out)
     fresh = read_results(out).set_index("rating")["estimate"]
     saved = saved_results(b, BASELINE)
     saved = saved[saved.agent_id == agent].set_index("rating")["estimate"]
     gap = (fresh - saved.reindex(fresh.index)).abs()
-    print(f"{b.name} / {agent}: |no-interval - saved| per rating: {gap.round(12).to_dict()}")
+    got = {"agent": agent, "interval": bool(args.interval), "max_abs_vs_saved": float(gap.max())}
+    pair = args.out / b.name
+    if (pair / PAIR).is_dir():
+        p = read_results(pair)
+        p = p[(p.estimator == PAIR) & (p.agent_id == agent)].set_index("rating")["estimate"]
+        if len(p):
+            got["max_abs_vs_pair"] = float((fresh - p.reindex(fresh.index)).abs().max())
+    (out / "check.json").write_text(json.dumps(got, indent=1))
+    print(f"{b.name}: {got}")
 
 
 def saved_results(b, name: str):
@@ -291,6 +340,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--out", type=Path, required=True, help="the rows' results folder, one subfolder per benchmark")
     ap.add_argument("--benchmarks", nargs="+", default=list(BENCHMARKS))
     ap.add_argument("--agent", default=None, help="check: the agent (default: the first test agent)")
+    ap.add_argument("--interval", action="store_true", help="check: run enigma with its interval, as saved")
     args = ap.parse_args(argv)
     import torch
 
