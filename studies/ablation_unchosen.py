@@ -49,9 +49,9 @@ SOURCE_ROW = "enigma-ablate-source-reading"
 RUN_NOTE = (
     "Run note: during the run (21:38 UTC, 2026-11-28) something outside this study rewrote airline's rollouts and "
     "targets under /work/main/data in place; the run stopped on a target file missing for a moment and was restarted "
-    "(`--benchmarks airline`). The rewritten data are the same data: the experience and target fingerprints of every "
-    "airline result here equal those of the saved enigma's results (the runs made before the rewrite were reused by "
-    "fingerprint, not rerun).")
+    "(`--benchmarks airline`), reusing by fingerprint the runs made before. Each benchmark's line `data fingerprints` "
+    "below counts the results here whose experience and target fingerprints equal those of the saved enigma's result "
+    "for the same agent (the same data, read the same way).")
 # Which single Q is "the ensemble taken out": the default's Q is the mean of 3 fits from consecutive
 # seeds, the last of them with a linear skip path. One Q with the linear path would keep a member
 # the default weighs at a third and make it the whole Q, a Q the default never is; one Q without it
@@ -157,6 +157,21 @@ def score_pair(name, ew, base, tw, ratings, cfg) -> dict[str, Any]:
                     "pair_pearson": b.means["pearson"],
                     "difference": paired_difference(a, b, "pearson", cfg.confidence)}
     return out
+
+
+def same_data(rows_dir: Path, saved_dir: Path) -> tuple[int, int]:
+    """How many result files under ``rows_dir`` (<row>/<agent>.json) have the experience and target
+    parts of their fingerprint (``<experience>-<estimator>-<target>``) equal to the saved result's
+    of the same agent in ``saved_dir``; and how many have a saved result to compare."""
+    same = total = 0
+    for f in sorted(rows_dir.glob("*/*.json")):
+        s = saved_dir / f.name
+        if not s.is_file():
+            continue
+        mine, theirs = (json.loads(x.read_text())["fingerprint"].split("-") for x in (f, s))
+        total += 1
+        same += len(mine) == len(theirs) == 3 and mine[0] == theirs[0] and mine[2] == theirs[2]
+    return same, total
 
 
 def value_gaps(a, b) -> dict[str, float]:
@@ -273,6 +288,8 @@ def cmd_report(args) -> None:
         lines.append(f"| `{PAIR}` (the pair) | {pair_score['n_agents']} | {pair_score['mean']['pearson']:+.3f} "
                      f"[{ci[0]:+.3f}, {ci[1]:+.3f}] | " + " | ".join(f"{pair_score[r]['pearson']:+.3f}" for r in ratings)
                      + " |" * (len(ratings) + 2) + f" | {seconds.get(PAIR, float('nan')):.1f} |")
+        same, total = same_data(args.out / name, b.results_dir() / BASELINE)
+        entry["data_fingerprints_as_saved"] = [same, total]
         parts = value_gaps(found[found.estimator == PAIR], saved_results(b, BASELINE))
         entry["pair_vs_saved_value_gaps"] = parts
         lines += ["", f"`{PAIR}` against the saved `enigma` (interval 100): point estimates at most {gap:.2g} apart "
@@ -283,7 +300,9 @@ def cmd_report(args) -> None:
                   "to float precision and a run here repeats itself bit for bit (`check` below), so the gap is the "
                   "fitted Q's SGD carrying the float-level differences of where the saved run was made into its value; "
                   "the interval does not enter (the point estimate is taken before it, `enigma.ope.trainer`). The "
-                  "`enigma (saved)` row shows what that moves the correlations by: a floor under the rows' differences."]
+                  "`enigma (saved)` row shows what that moves the correlations by: a floor under the rows' differences.",
+                  "", f"Data fingerprints: {same} of {total} results here read the experience and targets the saved "
+                  "enigma's result of the same agent read."]
         for kind, what in (("check", "`enigma` without its interval, run again (`check`)"),
                            ("check-interval", "`enigma` with its interval as params.yaml has it, run here (`check --interval`)")):
             f = args.out / kind / name / "check.json"
