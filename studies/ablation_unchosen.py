@@ -246,6 +246,7 @@ def cmd_report(args) -> None:
                    if "seconds" in g}
         saved = wide(saved_results(b, BASELINE))
         base = rows.get(PAIR)
+        # in the json only: the rows ran at different loads of a shared machine, so not a cost comparison
         entry: dict[str, Any] = {"test_agents": agents, "ratings": ratings, "rows": {}, "seconds_per_agent": seconds}
         half = "all 16 agents (test only)" if name == "airline-heldout" else f"test half, {len(agents)} agents"
         lines += ["", f"## {name} ({half})", ""]
@@ -257,7 +258,7 @@ def cmd_report(args) -> None:
         gap = float(np.nanmax(np.abs(base.loc[common, ratings].to_numpy() - saved.loc[common, ratings].to_numpy())))
         entry["pair_vs_saved_max_abs"] = gap
         head = "| row | n | mean Pearson [95%] | " + " | ".join(ratings) + " | row - pair, mean [95%] | " + \
-            " | ".join(f"{r}: row - pair" for r in ratings) + " | reading | estimate s/agent |"
+            " | ".join(f"{r}: row - pair" for r in ratings) + " | reading |"
         lines += [head, "|" + "---|" * (head.count("|") - 1)]
         for row in (SAVED, *VARIANTS):
             ew = saved if row == SAVED else rows.get(row)
@@ -281,13 +282,13 @@ def cmd_report(args) -> None:
                 f"| `{row}` | {got['n_agents']} | {m['pearson']:+.3f} [{ci[0]:+.3f}, {ci[1]:+.3f}] | "
                 + " | ".join(f"{got[r]['pearson']:+.3f}" for r in ratings) + f" | {paired_cell(m['difference'])} | "
                 + " | ".join(paired_cell(got[r]["difference"]) for r in ratings)
-                + f" | {got['reading'] if row != SAVED else 'reference'} | {seconds.get(row, float('nan')):.1f} |")
+                + f" | {got['reading'] if row != SAVED else 'reference'} |")
         pair_score = score_pair(PAIR, base, base, tw, ratings, cfg)
         entry["rows"][PAIR] = {k: v for k, v in pair_score.items()}
         ci = pair_score["mean"]["pearson_ci95"]
         lines.append(f"| `{PAIR}` (the pair) | {pair_score['n_agents']} | {pair_score['mean']['pearson']:+.3f} "
                      f"[{ci[0]:+.3f}, {ci[1]:+.3f}] | " + " | ".join(f"{pair_score[r]['pearson']:+.3f}" for r in ratings)
-                     + " |" * (len(ratings) + 2) + f" | {seconds.get(PAIR, float('nan')):.1f} |")
+                     + " |" * (len(ratings) + 2))
         same, total = same_data(args.out / name, b.results_dir() / BASELINE)
         entry["data_fingerprints_as_saved"] = [same, total]
         parts = value_gaps(found[found.estimator == PAIR], saved_results(b, BASELINE))
