@@ -1,6 +1,7 @@
 """The calibrated interval and the verdict rule (enigma.evaluation.calibration) on known cases."""
 
 import math
+import warnings
 
 import numpy as np
 
@@ -23,6 +24,19 @@ def test_a_slope_that_is_not_positive_falls_back_to_a_bias_correction():
     assert math.isclose(cal.a, float(np.mean(np.subtract(t, e))))
     two = C.fit([0.1, 0.3], [0.5, 0.6])  # fewer than 3: bias only
     assert two.b == 1.0 and two.params == 1
+
+
+def test_estimates_equal_but_for_their_last_bits_get_a_bias_correction_not_a_meaningless_slope():
+    """Four agents given the same number up to rounding (an estimator that cannot tell them
+    apart): the least-squares line is rank-deficient, and polyfit's minimum-norm answer was a
+    slope of 0.19 that scaled every verdict's difference by it."""
+    e = [1.0, 1.0 + 2.2e-16, 1.0 + 4.4e-16, 1.0]
+    t = [0.2, 0.4, 0.6, 0.3]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        cal = C.fit(e, t)
+    assert cal.b == 1.0 and cal.params == 1 and "too close together" in cal.note
+    assert math.isclose(cal.a, float(np.mean(np.subtract(t, e))))
 
 
 def test_conformal_half_width_is_the_ceil_n_plus_1_level_th_residual():

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
@@ -68,10 +69,21 @@ def fit(estimates: Sequence[float], truths: Sequence[float], agents: Sequence[st
         return Calibration(0.0, 1.0, np.zeros(0), 1, "no calibration agents", names)
     note = ""
     if n >= 3 and float(np.var(e)) > 0:
-        b, a = np.polyfit(e, t, 1)
-        if b > 0:
+        with warnings.catch_warnings():
+            # estimates that differ only in their last bits (an estimator that gives every agent
+            # the same number) make the fit rank-deficient: polyfit then warns and returns the
+            # minimum-norm line, a slope that means nothing
+            warnings.simplefilter("error", np.exceptions.RankWarning)
+            try:
+                b, a = np.polyfit(e, t, 1)
+            except np.exceptions.RankWarning:
+                b = a = None
+        if b is None:
+            note = "the estimates are too close together to fit a slope: slope 1, bias only"
+        elif b > 0:
             return Calibration(float(a), float(b), t - (a + b * e), 2, "", names)
-        note = f"fitted slope {b:.3f} is not positive: slope 1, bias only"
+        else:
+            note = f"fitted slope {b:.3f} is not positive: slope 1, bias only"
     else:
         note = f"{n} calibration agent(s) (3 or more, with distinct estimates, fit a slope): slope 1, bias only"
     a = float(np.mean(t - e))
