@@ -306,7 +306,7 @@ def check_configs(reference: Path = CONFIGS_BEFORE, report: Path = RESULTS / "re
         "# Issue 59: every ENIGMA row resolves as before",
         "",
         f"Reproduce: `.venv/bin/python studies/refingerprint.py configs --check{'' if reference == CONFIGS_BEFORE else f' --reference {reference}'}` (the reference,",
-        f"`{reference}`, was written by `configs` on the code before the change,",
+        f"`{reference.resolve().relative_to(REPO) if reference.resolve().is_relative_to(REPO) else reference}`, was written by `configs` on the code before the change,",
         f"{json.loads(reference.read_text())['code']}). Each (params file, benchmark, ENIGMA entry): the estimator's whole",
         "resolved DiceConfig as a flat section (`DiceConfig.flat()`; before the split, `model_dump(mode=\"json\")`), built as",
         "the benchmark builds it, compared key by key: every key it has now at its old value; a key it no longer has only where",
