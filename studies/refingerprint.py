@@ -123,17 +123,13 @@ def recorded_config(old: dict, est) -> dict:
     differ = sorted(k for k in set(old) & set(new) if old[k] != new[k])
     if differ:
         raise ValueError(f"the recorded settings differ from {est.name}'s: " + ", ".join(f"{k} {old[k]!r} -> {new[k]!r}" for k in differ))
-    from enigma.ope.config import DiceConfig
+    from enigma.ope.config import EXACT_NU_FIXED, DiceConfig
 
     try:  # the old keys the new config dropped, at their old values, must resolve to the same config
-        DiceConfig.from_flat({**new, **{k: old[k] for k in set(old) - set(new) if k in FIXED_BY_EXACT_NU}})
+        DiceConfig.from_flat({**new, **{k: old[k] for k in set(old) - set(new) if k in EXACT_NU_FIXED}})
     except ValueError as exc:
         raise ValueError(f"a setting the new config dropped was not at its fixed value: {exc}") from None
     return new
-
-
-# the settings exact_nu fixes by construction, which its config no longer carries (enigma/ope/config.py)
-FIXED_BY_EXACT_NU = ("head_hidden", "batch_size", "slot_normalise", "average_last")
 
 
 def rewrite_config(path: Path, est) -> None:

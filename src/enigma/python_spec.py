@@ -41,7 +41,7 @@ def parse(spec: str, where: str) -> tuple[str, str]:
         raise PluginSpecError(f"{where}: expected 'python:<module>:<factory>'")
     # a path or a relative name is no module an import can find (import_module raises TypeError on '..')
     if any(not part.isidentifier() for part in module.split(".")):
-        raise PluginSpecError(f"{where}: {module!r} is not a dotted module name such as mypkg.estimators "
+        raise PluginSpecError(f"{where}: {module!r} is not a dotted module name such as mypkg.plugins "
                          "(for a file, put its folder on PYTHONPATH and name the module)")
     return module, factory
 

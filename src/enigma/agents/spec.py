@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from urllib.parse import parse_qsl
 
+from enigma import python_spec
 from enigma.agents.errors import AgentSpecError
 
 KINDS = ("python", "hf", "openai", "transcripts", "transcripts-onsupport", "table")
@@ -47,13 +48,10 @@ def parse_spec(spec: str) -> AgentSpec:
         raise AgentSpecError(f"agent spec {spec!r}: nothing after '{kind}:'")
 
     if kind == "python":
-        module, sep, factory = rest.rpartition(":")
-        if not sep or not module or not factory or not factory.isidentifier():
-            raise AgentSpecError(f"agent spec {spec!r}: expected 'python:<module>:<factory>'")
-        # a path or a relative name is no module an import can find (import_module raises TypeError on '..')
-        if any(not part or "/" in part or "\\" in part for part in module.split(".")):
-            raise AgentSpecError(f"agent spec {spec!r}: {module!r} is not a dotted module name such as mypkg.bots "
-                                 "(for a file, put its folder on PYTHONPATH and name the module)")
+        try:
+            module, factory = python_spec.parse(spec, f"agent spec {spec!r}")
+        except python_spec.PluginSpecError as exc:
+            raise AgentSpecError(str(exc)) from None
         return AgentSpec(kind, f"{module}:{factory}", raw=spec)
 
     if kind == "openai":

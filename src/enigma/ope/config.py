@@ -37,6 +37,7 @@ its diagnostics); the fingerprint digests the nested ``model_dump`` whole.
 from __future__ import annotations
 
 import copy
+import json
 from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -300,23 +301,23 @@ class IntervalConfig(BaseModel):
         return self
 
 
-# The flat ``dice`` section's keys that name a part's field differently: key -> (part, field).
+# The flat ``dice`` section's keys that name a part's field differently: key -> (part, field),
+# and back.
 _RENAMED = {"solver": ("solver", "name"), "encoder": ("features", "encoder"), "value": ("value", "kind")}
 _RENAMED.update({f"interval_{f}": ("interval", f) for f in IntervalConfig.model_fields})
+_FLAT_KEY = {where: key for key, where in _RENAMED.items()}
 
 # A frozen-only feature key a finetune section sets away from its default: why it cannot apply.
+_BLOCK = "is a block of the frozen encoder's pair vectors: it needs encoder frozen"
+_ONCE = "computed once from fixed features"
 _NEEDS_FROZEN = {
-    "grounding": "grounding is a block of the frozen encoder's pair vectors: it needs encoder frozen",
-    "reply_measures": "reply_measures is a block of the frozen encoder's pair vectors: it needs encoder frozen",
-    "request": "request is a block of the frozen encoder's pair vectors: it needs encoder frozen",
-    "knowledge": "knowledge is a block of the frozen encoder's pair vectors: it needs encoder frozen",
-    "agreement": "agreement is a block of the frozen encoder's pair vectors: it needs encoder frozen",
+    **{key: f"{key} {_BLOCK}" for key in ("grounding", "reply_measures", "request", "knowledge", "agreement")},
     "target_history": "target_history reads the frozen encoder's blocks: it needs encoder frozen",
-    "turn_interactions": "turn_interactions are computed once from fixed features: they need encoder frozen",
-    "random_features": "random_features are computed once from fixed features: they need encoder frozen",
-    "random_features_scale": "random_features are computed once from fixed features: they need encoder frozen",
-    "project_dim": "project_dim is a PCA computed once from fixed features: it needs encoder frozen",
-    "pca": "pca is how project_dim's PCA is found, computed once from fixed features: it needs encoder frozen",
+    "turn_interactions": f"turn_interactions are {_ONCE}: they need encoder frozen",
+    "random_features": f"random_features are {_ONCE}: they need encoder frozen",
+    "random_features_scale": f"random_features are {_ONCE}: they need encoder frozen",
+    "project_dim": f"project_dim is a PCA {_ONCE}: it needs encoder frozen",
+    "pca": f"pca is how project_dim's PCA is found, {_ONCE}: it needs encoder frozen",
 }
 
 
@@ -385,8 +386,7 @@ class DiceConfig(BaseModel):
                 out[name] = value
                 continue
             for field, v in value.items():
-                key = next((k for k, (p, f) in _RENAMED.items() if p == name and f == field), field)
-                out[key] = v
+                out[_FLAT_KEY.get((name, field), field)] = v
         return out
 
     def with_flat(self, **overrides: Any) -> "DiceConfig":
@@ -434,8 +434,7 @@ def _owners() -> dict[str, tuple[str, str]]:
     for part, models in parts.items():
         for model in models:
             for field in model.model_fields:
-                key = next((k for k, (p, f) in _RENAMED.items() if p == part and f == field), field)
-                out[key] = (part, field)
+                out[_FLAT_KEY.get((part, field), field)] = (part, field)
     for key in EXACT_NU_FIXED:
         out[key] = ("solver", key)
     return out
@@ -471,8 +470,7 @@ def route(flat: dict[str, Any]) -> dict[str, Any]:
             if key in EXACT_NU_FIXED and model is ExactNuConfig:
                 fixed, why = EXACT_NU_FIXED[key]
                 if value != fixed:
-                    shown = "null" if fixed is None else str(fixed).lower() if isinstance(fixed, bool) else fixed
-                    raise ValueError(f"solver exact_nu needs {key}: {shown} ({why})")
+                    raise ValueError(f"solver exact_nu needs {key}: {json.dumps(fixed)} ({why})")
                 continue
             if field not in model.model_fields:
                 other = next(n for n, m in _SOLVERS.items() if field in m.model_fields)
