@@ -259,3 +259,19 @@ def test_a_knowledge_base_whose_factory_exits_or_fails_is_one_named_line(store, 
         line = error_line(r.output)
         assert f"dice.knowledge {spec!r}" in line and says in line, line
         assert not (tmp_path / "out" / "estimates.json").exists()
+
+
+def test_a_setting_of_the_other_solver_in_the_params_file_is_one_named_line(store, tmp_path):
+    """``lr`` is gradient descent-ascent's; ENIGMA's default solves by exact_nu, which has none. Set
+    in the user's params file it was silently ignored (the run used no lr at all); now it is one
+    error line naming the key and both solvers, exit 2, before any work."""
+    import yaml
+
+    params = yaml.safe_load((REPO / "params.yaml").read_text())
+    params["estimators"]["enigma"]["dice"].update(lr=0.05, interval_resamples=0)
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+    r = enigma("estimate", "-e", store, "-t", f"t={ECHO}", "-o", tmp_path / "out", "--params", tmp_path / "params.yaml",
+               "--cache-dir", tmp_path / "cache", "--no-progress")
+    assert r.exit_code == 2, r.output
+    assert "dice.lr is a setting of solver gda; solver exact_nu has no lr" in error_line(r.output)
+    assert not (tmp_path / "out" / "estimates.json").exists()
