@@ -69,3 +69,28 @@ def test_encode_command(tiny_model_dir, tmp_path):
     assert stats["newly_encoded"] == 3 and stats["texts"] == 3
     result = CliRunner().invoke(app, args[:3] + ["-t", str(tmp_path / "missing.parquet")] + args[5:])
     assert result.exit_code == 2 and "missing.parquet: targets not found" in result.output
+
+
+def test_worker_processes_fill_the_cache_as_one_process_does(tiny_model_dir, tmp_path):
+    """The train stage's encode step shares the batches out among its worker processes (one torch
+    thread each): the cache ends with the same texts and the same vectors, bit for bit, as one
+    process's embed(), and a second pass encodes nothing."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    from enigma.encoders.config import CacheConfig, EncodeConfig
+    from enigma.encoders.warm import encode_in_pool
+    from enigma.pipeline.workers import init_worker
+
+    texts = [f"reply number {i} " + "word " * (i % 7) for i in range(23)] + ["hello", "hello", "how can i help"]
+    one = EmbeddingCache(str(tiny_model_dir), tmp_path / "one", batch_size=4, progress=False)
+    expected = one.embed(texts)
+    settings = EncodeConfig(model=str(tiny_model_dir), cache=CacheConfig(cache_dir=str(tmp_path / "pool"), batch_size=4, shard_size=5))
+    shared = settings.embedding_cache()
+    assert [len(b) for b in shared.plan(texts)] == [4, 4, 4, 4, 4, 4, 1]  # 25 distinct texts, each once
+    with ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("spawn"), initializer=init_worker) as pool:
+        assert encode_in_pool(shared, texts, settings, pool, 2) == 25
+        assert encode_in_pool(shared, texts, settings, pool, 2) == 0
+    assert len(shared) == 25 and shared.encoded_count == 0  # the workers encoded, not this process
+    assert shared.embed(texts).tobytes() == expected.tobytes()
+    assert len(list((tmp_path / "pool" / shared.namespace).glob("shard-*.npz"))) >= 2  # each worker wrote its own

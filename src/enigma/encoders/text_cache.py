@@ -143,12 +143,9 @@ class EmbeddingCache:
             # only a text not seen yet needs a look at the shards other processes wrote since;
             # listing them on every call cost more than the lookups of a per-state agent call
             self.refresh()
-        missing: dict[bytes, str] = {}
-        for key, text in zip(keys, texts):
-            if key not in self._index and key not in missing:
-                missing[key] = text
+        missing = self._missing(keys, texts)
         if missing:
-            self._encode_and_store(list(missing.items()))
+            self.encode_batches(self._batches(missing))
         out = np.empty((len(texts), self.dim), dtype=np.float32)
         for i, key in enumerate(keys):
             block, row = self._index[key]
@@ -176,22 +173,47 @@ class EmbeddingCache:
         pooled = torch.nn.functional.normalize(pooled, p=2, dim=-1)
         return pooled.cpu().numpy().astype(np.float32)
 
-    def _encode_and_store(self, items: list[tuple[bytes, str]]) -> None:
+    def _missing(self, keys: Sequence[bytes], texts: Sequence[str]) -> list[str]:
+        """The texts not cached, once each, in first-seen order."""
+        missing: dict[bytes, str] = {}
+        for key, text in zip(keys, texts):
+            if key not in self._index and key not in missing:
+                missing[key] = text
+        return list(missing.values())
+
+    def _batches(self, texts: Sequence[str]) -> list[list[str]]:
+        # Sorting by length keeps padding (wasted compute) small within each batch.
+        ordered = sorted(texts, key=len)
+        return [ordered[i : i + self.batch_size] for i in range(0, len(ordered), self.batch_size)]
+
+    def plan(self, texts: Sequence[str]) -> list[list[str]]:
+        """The model batches that ``embed(texts)`` would run: the texts not cached yet, once each,
+        sorted by length, ``batch_size`` to a batch. A batch's vectors do not depend on the process
+        that runs it or on its torch thread count (``studies/results/encode_processes.md``), so the
+        batches may be shared out among processes (``encode_batches``) with the same vectors as
+        one process running them all."""
+        self.refresh()
+        return self._batches(self._missing([text_key(t) for t in texts], texts))
+
+    def encode_batches(self, batches: Sequence[Sequence[str]], desc: str = "encoding texts", position: int = 0) -> int:
+        """Run the model on each batch as given and add the vectors to the cache (a shard every
+        ``shard_size`` texts, so an interruption keeps the finished ones); returns the texts encoded."""
         from tqdm.auto import tqdm
 
+        if not batches:
+            return 0
         if self._model is None:
             self._load_model()
-        # Sorting by length keeps padding (wasted compute) small within each batch.
-        items = sorted(items, key=lambda kv: len(kv[1]))
         pending_keys: list[bytes] = []
         pending_vecs: list[np.ndarray] = []
-        bar = tqdm(total=len(items), desc="encoding texts", unit="text", disable=not self.progress)
+        bar = tqdm(total=sum(len(b) for b in batches), desc=desc, unit="text", disable=not self.progress, position=position)
+        done = 0
         try:
-            for start in range(0, len(items), self.batch_size):
-                chunk = items[start : start + self.batch_size]
-                vecs = self._encode_batch([text for _, text in chunk])
+            for chunk in batches:
+                vecs = self._encode_batch(list(chunk))
                 self.encoded_count += len(chunk)
-                pending_keys.extend(k for k, _ in chunk)
+                done += len(chunk)
+                pending_keys.extend(text_key(t) for t in chunk)
                 pending_vecs.append(vecs)
                 bar.update(len(chunk))
                 if len(pending_keys) >= self.shard_size:
@@ -203,6 +225,7 @@ class EmbeddingCache:
                 self._write_shard(pending_keys, np.concatenate(pending_vecs))
             bar.close()
         self.refresh()
+        return done
 
     def _write_shard(self, keys: list[bytes], vectors: np.ndarray) -> None:
         key_arr = np.frombuffer(b"".join(keys), dtype=np.uint8).reshape(len(keys), KEY_BYTES)

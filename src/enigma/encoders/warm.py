@@ -7,13 +7,17 @@ skipped, and an interrupted run keeps every finished shard (see ``text_cache``).
 
 from __future__ import annotations
 
+from concurrent.futures import Executor
 from dataclasses import dataclass
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable, Sequence
 
 import pyarrow as pa
 
 from enigma.encoders.text_cache import EmbeddingCache
 from enigma.store.experience import ExperienceStore
+
+if TYPE_CHECKING:
+    from enigma.encoders.config import EncodeConfig
 
 
 @dataclass(frozen=True)
@@ -49,12 +53,39 @@ def target_texts(table: pa.Table, name: str = "targets") -> list[str]:
     return list(dict.fromkeys(out))
 
 
-def warm_cache(cache: EmbeddingCache, store: ExperienceStore | None = None, targets: Iterable[tuple[str, pa.Table]] = ()) -> WarmStats:
-    """Encode what is not cached yet: the store's utterances and each named targets table's replies."""
+def warm_texts(store: ExperienceStore | None = None, targets: Iterable[tuple[str, pa.Table]] = ()) -> list[str]:
+    """The store's utterances and each named targets table's replies, once each, in first-seen order."""
     texts: list[str] = store_texts(store) if store is not None else []
     for name, table in targets:
         texts.extend(target_texts(table, name))
-    texts = list(dict.fromkeys(texts))
+    return list(dict.fromkeys(texts))
+
+
+def warm_cache(cache: EmbeddingCache, store: ExperienceStore | None = None, targets: Iterable[tuple[str, pa.Table]] = ()) -> WarmStats:
+    """Encode what is not cached yet: the store's utterances and each named targets table's replies."""
+    texts = warm_texts(store, targets)
     before = cache.encoded_count
     cache.embed(texts)
     return WarmStats(texts=len(texts), newly_encoded=cache.encoded_count - before, cache_dir=str(cache.dir))
+
+
+def encode_in_pool(cache: EmbeddingCache, texts: Sequence[str], settings: "EncodeConfig", pool: Executor, workers: int,
+                   progress: bool = False) -> int:
+    """Encode what ``texts`` has not cached with ``workers`` processes of ``pool``, each on one
+    torch thread: ``cache.plan``'s batches dealt out in turn, each worker writing its own shards,
+    so the cache ends as one process's ``embed(texts)`` would leave it. On 2 cores two one-thread
+    processes encode faster than one two-thread process (``studies/results/encode_processes.md``).
+    ``settings`` builds each worker's cache (the same model and folder as ``cache``). Returns the
+    texts encoded."""
+    batches = cache.plan(texts)
+    shares = [batches[i::workers] for i in range(workers)]
+    futures = [pool.submit(encode_share, settings, share, progress, i) for i, share in enumerate(shares) if share]
+    encoded = sum(f.result() for f in futures)
+    cache.refresh()
+    return encoded
+
+
+def encode_share(settings: "EncodeConfig", batches: list[list[str]], progress: bool = False, position: int = 0) -> int:
+    """One worker's share of ``encode_in_pool``: its batches into the cache, as given."""
+    cache = settings.embedding_cache(progress=progress)
+    return cache.encode_batches(batches, desc=f"encoding texts ({position + 1})", position=position)

@@ -5,8 +5,8 @@ it finishes and reused while its inputs are unchanged, so an interrupted stage r
 
 ``pipeline.max_workers`` processes run at a time, each with one torch thread (on 2 cores, two torch
 threads per process ran several times slower: studies/results/ope_speed.md), after one shared
-encode step that puts every text of the store, the rollouts and the sampled replies into the
-embedding cache, so that the workers never encode the same text twice. Each estimator's agents
+encode step, run by the same workers, that puts every text of the store, the rollouts and the
+sampled replies into the embedding cache, so that no text is encoded twice. Each estimator's agents
 are dealt into one share per worker: when one estimator is all that needs recomputing (a changed
 setting; the others' results are reused), every worker runs a share of it instead of one worker
 running it all.
@@ -118,20 +118,32 @@ def train_estimator(b: Benchmark, params: Params, name: str, full: bool = False,
     return failures
 
 
-def warm_embeddings(b: Benchmark, params: Params, progress: bool = False) -> dict[str, Any]:
-    """The encode step, once, before the workers start: every utterance of the store and the
-    rollouts and every sampled reply into the shared embedding cache."""
+def warm_embeddings(b: Benchmark, params: Params, progress: bool = False, pool=None, workers: int = 1) -> dict[str, Any]:
+    """The encode step, once, before the estimators run: every utterance of the store and the
+    rollouts and every sampled reply into the shared embedding cache. With a process ``pool``
+    (and no GPU, where one process is the better use) its ``workers`` share the batches."""
     import pyarrow.parquet as pq
+    import torch
 
-    from enigma.encoders.warm import store_texts, warm_cache
+    from enigma.encoders.warm import WarmStats, encode_in_pool, store_texts, warm_texts
     from enigma.store.experience import ExperienceStore
 
     cache = params.encode.embedding_cache(progress=progress)
     targets = [(str(f), pq.read_table(f)) for f in sorted(b.targets_dir.glob("*.parquet"))]
-    stats = warm_cache(cache, ExperienceStore.open(b.store), targets)
+    # the rollouts' texts after the store's and the replies', in batches of their own: the batches
+    # (and so the vectors) this step has always made
+    groups = [warm_texts(ExperienceStore.open(b.store), targets)]
     if b.rollouts is not None:
-        cache.embed(store_texts(ExperienceStore.open(b.rollouts)))
-    return stats.as_dict()
+        groups.append(store_texts(ExperienceStore.open(b.rollouts)))
+    before = cache.encoded_count
+    encoded = 0
+    for texts in groups:
+        if pool is not None and workers > 1 and not torch.cuda.is_available():
+            encoded += encode_in_pool(cache, texts, params.encode, pool, workers, progress)
+        else:
+            cache.embed(texts)
+    encoded += cache.encoded_count - before
+    return WarmStats(texts=len(groups[0]), newly_encoded=encoded, cache_dir=str(cache.dir)).as_dict()
 
 
 def train(b: Benchmark, params: Params, full: bool = False, progress: bool = False, say=print) -> dict[str, Any]:
@@ -161,13 +173,13 @@ def train(b: Benchmark, params: Params, full: bool = False, progress: bool = Fal
     if workers <= 1:
         failures = sum(train_estimator(b, params, n, full, progress) for n in names)
     else:
-        if any(uses_embedding_cache(est, params) for est in built):
-            stats = warm_embeddings(b, params, progress)
-            say(f"embedding cache: {stats['texts']} texts, {stats['newly_encoded']} newly encoded -> {stats['cache_dir']}")
-        say(f"{b.name}: {len(names)} estimators x {len(agents)} agents, {workers} at a time")
         # spawn: a forked child would inherit torch's thread pool state from the parent
         with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
                                  initializer=init_worker) as pool:
+            if any(uses_embedding_cache(est, params) for est in built):
+                stats = warm_embeddings(b, params, progress, pool, workers)
+                say(f"embedding cache: {stats['texts']} texts, {stats['newly_encoded']} newly encoded -> {stats['cache_dir']}")
+            say(f"{b.name}: {len(names)} estimators x {len(agents)} agents, {workers} at a time")
             futures = [pool.submit(train_estimator, b, params, n, full, share=(i, workers))
                        for n in names for i in range(workers)]
             failures = sum(f.result() for f in futures)
