@@ -46,6 +46,7 @@ import functools
 import json
 import os
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -389,7 +390,7 @@ AGREEMENT_MEASURES = ("cosine", "words", "facts")
 AGREEMENT_DIM = _PER_MEASURE * len(AGREEMENT_MEASURES)
 
 
-def _f1(wa: list[str], wb: list[str]) -> float:
+def _f1(wa: Sequence[str], wb: Sequence[str]) -> float:
     if not wa and not wb:
         return 1.0
     common = sum(min(wa.count(w), wb.count(w)) for w in set(wa))
@@ -551,6 +552,14 @@ def request_features(
     return out
 
 
+@functools.lru_cache(maxsize=1 << 16)
+def _agreement_tokens(text: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """A reply's words and factual tokens (``_words``, ``_facts``) for ``agreement_features``'s word
+    and fact F1, kept across calls: the same logged replies are compared again for every held-out
+    agent. Tuples, so that what is kept cannot be changed; ``_f1`` reads them as it read the lists."""
+    return tuple(_words(text)), tuple(_facts(text))
+
+
 def _summarise(current: list[float], history: list[list[float]]) -> list[float]:
     """Per measure: [this turn, min and mean over the earlier turns (1 at the first), joint
     min, joint min ** 4]. The joint minimum is 'every turn so far, this one included, agreed';
@@ -590,7 +599,7 @@ def agreement_features(
     """
     t_all, s_max = target.shape
     unit = torch.nn.functional.normalize(vectors, dim=-1)
-    tokens: dict[int, tuple[list[str], list[str]]] = {}
+    tokens: dict[int, tuple[tuple[str, ...], tuple[str, ...]]] = {}
     pairs: dict[tuple[int, int], list[float]] = {}
 
     def similarity(a: int, b: int) -> list[float]:
@@ -598,7 +607,7 @@ def agreement_features(
         if key not in pairs:
             for r in key:
                 if r not in tokens:
-                    tokens[r] = (_words(texts[r]), _facts(texts[r]))
+                    tokens[r] = _agreement_tokens(texts[r])
             if a == b:
                 pairs[key] = [1.0, 1.0, 1.0]
             else:
