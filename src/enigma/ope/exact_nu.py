@@ -245,13 +245,16 @@ def fit_exact_nu(
     desc: str = "dice",
     warm_mu: float | None = None,
     warn: bool = True,
+    log_curve: bool = True,
 ) -> tuple[DiceHeads, list[dict[str, Any]], dict[str, Any]]:
     """Fit zeta's parameters of ``heads`` on fixed features (all dialogues at once). Returns the
     heads (float32; nu at its exact optimum u*, lambda the multipliers), the learning curve and
     the solver's summary (iterations, final gradient and constraint gap, converged, the final
     penalty weight ``mu``). ``warm_mu``: start from the multipliers in ``heads.lam`` with this
     penalty weight (a refit near a known solution, e.g. a bootstrap resample) instead of zero. The slots:
-    ``heads``' own (``tmax``)."""
+    ``heads``' own (``tmax``). ``log_curve=False``: the curve has only the row at the end of each outer
+    iteration (what the zeta guard and the summary read), not one every ``log_every`` steps; for a
+    caller that drops the curve (a bootstrap refit), the rest would be computed for nothing."""
     device, dt = turns.logged.device, torch.float64
     tmax = heads.nu_pad.numel()
     problem = ZetaProblem(turns, data, objective, tmax, reward_index)
@@ -289,7 +292,7 @@ def fit_exact_nu(
             if stalled:
                 decrement = _newton_decrement(grad, hess)  # theta did not move: grad and hess are still its own
                 break
-            if iterations % solver.log_every == 0:
+            if log_curve and iterations % solver.log_every == 0:
                 curve.append(_row(iterations, outer, theta, grad_max, lam, mu, problem, data))
         with torch.no_grad():
             means = parts_of(theta, lam, mu)[4]
