@@ -46,6 +46,7 @@ import functools
 import json
 import os
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -185,20 +186,25 @@ class FrozenPairEncoder(PairEncoder):
         s_max = max((len(r) for d in dialogues for r in d.target_replies), default=1) or 1
         n_turns = [d.n_agent_turns for d in dialogues]
         t_all = sum(n_turns)
-        logged = torch.zeros(t_all, dtype=torch.long)
-        target = torch.zeros((t_all, s_max), dtype=torch.long)
-        last_user = torch.zeros(t_all, dtype=torch.long)
-        prev_agent = torch.zeros(t_all, dtype=torch.long)
-        first_user = torch.zeros(t_all, dtype=torch.long) if "first_user" in self.blocks or self.request else None
-        position = torch.zeros(t_all, dtype=torch.long)
-        target_valid = torch.zeros((t_all, s_max), dtype=torch.bool)
+        # Every per-turn value is gathered in Python lists, one entry per turn row, and made a
+        # tensor once after the loop (``_long``, ``_pair_block``): an element or row written into
+        # a tensor one at a time cost microseconds a write, several per turn. The values are
+        # the same (a float block's Python floats are rounded to float32 either way).
+        logged: list[int] = []
+        target: list[list[int]] = []
+        last_user: list[int] = []
+        prev_agent: list[int] = []
+        first_user: list[int] | None = [] if "first_user" in self.blocks or self.request else None
+        position: list[int] = []
+        target_valid: list[list[bool]] = []
         own = self.target_history == "own"
         # without any sources, "source" is the logged reading: no per-sample state to build
         from_source = self.target_history == "source" and any(d.target_sources is not None for d in dialogues)
-        target_prev = torch.zeros((t_all, s_max), dtype=torch.long) if own or from_source else None
-        grounded = torch.zeros((t_all, 1 + s_max, GROUNDING_DIM)) if self.grounding else None
-        measured = torch.zeros((t_all, 1 + s_max, REPLY_MEASURES_DIM)) if self.reply_measures else None
-        known = torch.zeros((t_all, 1 + s_max, self.knowledge_dim)) if self.knowledge is not None else None
+        target_prev: list[list[int]] | None = [] if own or from_source else None
+        # per turn row, the logged pair's features then each target sample's (None: zeros)
+        grounded: list[list] | None = [] if self.grounding else None
+        measured: list[list] | None = [] if self.reply_measures else None
+        known: list[list] | None = [] if self.knowledge is not None else None
         looked_up: dict[str, Lookup] = {}  # reply text -> its lookup: a store repeats its replies
         customers: dict[str, tuple] = {}  # a retrieved reply's source -> its customer (_source_customer)
         # earlier-history summaries: per turn row the text rows to average
@@ -214,24 +220,27 @@ class FrozenPairEncoder(PairEncoder):
             seen = 0
             for k, t in enumerate(d.agent_turns):
                 history = d.turns[:t]
+                n_samples = len(d.target_replies[k])
                 if measured is not None:
                     agent_said |= agent_bigrams(d.turns[seen:t])
                     seen = t
-                    measured[r, 0] = torch.tensor(reply_measures(d.turns[t].text, history, agent_said))
+                    pair = [reply_measures(d.turns[t].text, history, agent_said)] + [None] * s_max
                     for s, reply in enumerate(d.target_replies[k]):
                         where = d.source_of(k, s) if from_source else None
                         if where is not None:
-                            measured[r, 1 + s] = torch.tensor(reply_measures(reply, *speaker_view(where)))
+                            pair[1 + s] = reply_measures(reply, *speaker_view(where))
                         else:
-                            measured[r, 1 + s] = torch.tensor(reply_measures(reply, history, own_said[s] if own else agent_said))
+                            pair[1 + s] = reply_measures(reply, history, own_said[s] if own else agent_said)
                         if own:
                             own_said[s] |= set(bigrams(word_tokens(reply)))
+                    measured.append(pair)
                 if known is not None:
                     user_said.extend(history, role="user")
                     if self.reads_requests:
                         asked, heard = latest_request(self.knowledge, history[heard:], asked), len(history)
                     if self.checks_against_user:
                         user_texts = tuple(turn.text for turn in history if turn.role == "user")
+                    pair = [None] * (1 + s_max)
                     for s, reply in enumerate((d.turns[t].text, *d.target_replies[k])):
                         if reply not in looked_up:
                             looked_up[reply] = self.knowledge.lookup(reply)
@@ -247,40 +256,51 @@ class FrozenPairEncoder(PairEncoder):
                             features.append(unrequested(looked_up[reply], request))
                         if self.checks_against_user:
                             features.append(float(self.knowledge.refutes(reply, texts)))
-                        known[r, s] = torch.tensor(features)
+                        pair[s] = features
+                    known.append(pair)
                 if grounded is not None:
                     said.extend(history)
-                    grounded[r, 0] = torch.tensor(grounding_features(d.turns[t].text, said))
+                    pair = [grounding_features(d.turns[t].text, said)] + [None] * s_max
                     for s, reply in enumerate(d.target_replies[k]):
                         # a retrieved reply is grounded, or not, in the conversation it was said in
                         where = d.source_of(k, s)
-                        grounded[r, 1 + s] = torch.tensor(grounding_features(reply, said if where is None else source_said(where)))
+                        pair[1 + s] = grounding_features(reply, said if where is None else source_said(where))
+                    grounded.append(pair)
                 user_at = next((j for j in range(t - 1, -1, -1) if history[j].role == "user"), None)
                 agent_at = next((j for j in range(t - 1, -1, -1) if history[j].role == "agent"), None)
-                logged[r] = row(d.turns[t].text)
-                for s, reply in enumerate(d.target_replies[k]):
-                    target[r, s] = row(reply)
-                    target_valid[r, s] = True
-                last_user[r] = row(history[user_at].text) if user_at is not None else 0
-                prev_agent[r] = row(history[agent_at].text) if agent_at is not None else 0
+                logged.append(row(d.turns[t].text))
+                target.append([row(reply) for reply in d.target_replies[k]] + [0] * (s_max - n_samples))
+                target_valid.append([True] * n_samples + [False] * (s_max - n_samples))
+                last_user.append(row(history[user_at].text) if user_at is not None else 0)
+                prev_agent.append(row(history[agent_at].text) if agent_at is not None else 0)
                 if own:
                     # the sample drawn at the previous agent turn, where there was one; else the logged reply
                     if k:
-                        target_prev[r] = target[r - 1]
-                        target_prev[r, ~target_valid[r - 1]] = prev_agent[r]
+                        target_prev.append([x if valid else prev_agent[r] for x, valid in zip(target[r - 1], target_valid[r - 1])])
+                    else:
+                        target_prev.append([0] * s_max)
                 elif from_source:
-                    target_prev[r] = prev_agent[r]
-                    for s in range(len(d.target_replies[k])):
+                    prev = [prev_agent[r]] * s_max
+                    for s in range(n_samples):
                         where = d.source_of(k, s)
                         if where is not None:
                             before = speaker_view(where)[0]
-                            target_prev[r, s] = next((row(u.text) for u in reversed(before) if u.role == "agent"), 0)
+                            prev[s] = next((row(u.text) for u in reversed(before) if u.role == "agent"), 0)
+                    target_prev.append(prev)
                 if first_user is not None:
-                    first_user[r] = next((row(u.text) for u in history if u.role == "user" and u.text.strip()), 0)
+                    first_user.append(next((row(u.text) for u in history if u.role == "user" and u.text.strip()), 0))
                 earlier = [row(history[j].text) for j in range(t) if j not in (user_at, agent_at)]
                 summary_members.append([x for x in earlier if x])
-                position[r] = min(k, self.position_buckets - 1)
+                position.append(min(k, self.position_buckets - 1))
                 r += 1
+        logged, target, last_user, prev_agent, position = map(_long, (logged, target, last_user, prev_agent, position))
+        target = target.reshape(t_all, s_max)
+        target_valid = torch.tensor(target_valid, dtype=torch.bool).reshape(t_all, s_max)
+        first_user = _long(first_user) if first_user is not None else None
+        target_prev = _long(target_prev).reshape(t_all, s_max) if target_prev is not None else None
+        grounded = _pair_block(grounded, s_max, GROUNDING_DIM) if grounded is not None else None
+        measured = _pair_block(measured, s_max, REPLY_MEASURES_DIM) if measured is not None else None
+        known = _pair_block(known, s_max, self.knowledge_dim) if known is not None else None
         texts = list(rows)
         vectors = self.cache.embed(texts) if texts else np.zeros((0, self.text_dim), np.float32)
         base = np.concatenate([np.zeros((1, self.text_dim), np.float32), vectors])
@@ -348,6 +368,20 @@ class FrozenPairEncoder(PairEncoder):
         return pad_rows(logged, n, k_max), pad_rows(target, n, k_max)
 
 
+def _long(values: list) -> torch.Tensor:
+    """A per-turn list of ints (or of lists of ints) as a long tensor."""
+    return torch.tensor(values, dtype=torch.long)
+
+
+def _pair_block(pairs: list[list], s_max: int, width: int) -> torch.Tensor:
+    """[T, 1 + S, width] float32 from one entry per turn row: the logged pair's features then each
+    target sample's, None where there is no sample (zeros, as a zero-filled tensor written row by
+    row had). Each Python float is rounded to float32 once, as ``torch.tensor`` of the row did."""
+    zeros = [0.0] * width
+    return torch.tensor([[zeros if f is None else f for f in pair] for pair in pairs],
+                        dtype=torch.float32).reshape(len(pairs), 1 + s_max, width)
+
+
 _WORD = re.compile(r"[a-z0-9]+")
 _TOKEN = re.compile(r"[A-Za-z0-9$:']+|[.!?]")
 # per similarity measure: this turn, min and mean over earlier turns, joint min, joint min ** 4
@@ -356,7 +390,7 @@ AGREEMENT_MEASURES = ("cosine", "words", "facts")
 AGREEMENT_DIM = _PER_MEASURE * len(AGREEMENT_MEASURES)
 
 
-def _f1(wa: list[str], wb: list[str]) -> float:
+def _f1(wa: Sequence[str], wb: Sequence[str]) -> float:
     if not wa and not wb:
         return 1.0
     common = sum(min(wa.count(w), wb.count(w)) for w in set(wa))
@@ -518,6 +552,14 @@ def request_features(
     return out
 
 
+@functools.lru_cache(maxsize=1 << 16)
+def _agreement_tokens(text: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """A reply's words and factual tokens (``_words``, ``_facts``) for ``agreement_features``'s word
+    and fact F1, kept across calls: the same logged replies are compared again for every held-out
+    agent. Tuples, so that what is kept cannot be changed; ``_f1`` reads them as it read the lists."""
+    return tuple(_words(text)), tuple(_facts(text))
+
+
 def _summarise(current: list[float], history: list[list[float]]) -> list[float]:
     """Per measure: [this turn, min and mean over the earlier turns (1 at the first), joint
     min, joint min ** 4]. The joint minimum is 'every turn so far, this one included, agreed';
@@ -556,9 +598,8 @@ def agreement_features(
     target sample with the other samples (1 when there is only one).
     """
     t_all, s_max = target.shape
-    out = torch.ones((t_all, 1 + s_max, AGREEMENT_DIM), dtype=torch.float32)
     unit = torch.nn.functional.normalize(vectors, dim=-1)
-    tokens: dict[int, tuple[list[str], list[str]]] = {}
+    tokens: dict[int, tuple[tuple[str, ...], tuple[str, ...]]] = {}
     pairs: dict[tuple[int, int], list[float]] = {}
 
     def similarity(a: int, b: int) -> list[float]:
@@ -566,7 +607,7 @@ def agreement_features(
         if key not in pairs:
             for r in key:
                 if r not in tokens:
-                    tokens[r] = (_words(texts[r]), _facts(texts[r]))
+                    tokens[r] = _agreement_tokens(texts[r])
             if a == b:
                 pairs[key] = [1.0, 1.0, 1.0]
             else:
@@ -577,20 +618,29 @@ def agreement_features(
     def mean(rows: list[list[float]]) -> list[float]:
         return [sum(col) / len(rows) for col in zip(*rows)] if rows else [1.0] * len(AGREEMENT_MEASURES)
 
+    # the index tensors read as lists once, and every turn's rows gathered before one conversion
+    # (``_pair_block``; the places of absent samples stay ones): the same values as writing the
+    # tensor row by row, without microseconds of tensor indexing per element
+    targets, valid, logged_rows = target.tolist(), target_valid.tolist(), logged.tolist()
+    ones = [1.0] * AGREEMENT_DIM
+    rows: list[list] = []
     r = 0
     for n in n_agent_turns.tolist():
         history: list[list[float]] = []
         for _ in range(n):
-            samples = [int(target[r, s]) for s in range(s_max) if bool(target_valid[r, s])]
-            a = int(logged[r])
+            samples = [b for b, ok in zip(targets[r], valid[r]) if ok]
+            a = logged_rows[r]
             current = mean([similarity(a, b) for b in samples])
-            out[r, 0] = torch.tensor(_summarise(current, history))
+            pair = [_summarise(current, history)] + [ones] * s_max
             for s, b in enumerate(samples):
                 others = samples[:s] + samples[s + 1 :]
-                out[r, 1 + s] = torch.tensor(_summarise(mean([similarity(b, o) for o in others]), history))
+                pair[1 + s] = _summarise(mean([similarity(b, o) for o in others]), history)
+            rows.append(pair)
             history.append(current)
             r += 1
-    return out
+    if r < t_all:  # rows past the dialogues' turns (none when the lengths add up to the rows) stay ones
+        rows += [[ones] * (1 + s_max)] * (t_all - r)
+    return _pair_block(rows, s_max, AGREEMENT_DIM)
 
 
 def _check(d: DialogueActions, max_agent_turns: int) -> None:

@@ -122,7 +122,7 @@ def bootstrap_estimates(
             else:
                 fitted, _, summary = fit_exact_nu(
                     copy.deepcopy(heads), sub_turns, sub, refit, objective, reward_index=reward_index, progress=False, desc=desc,
-                    warm_mu=warm_mu, warn=False,
+                    warm_mu=warm_mu, warn=False, log_curve=False,  # the refit's curve is not kept
                 )
         except DiceDivergence as exc:
             log.warning("%s: a bootstrap resample diverged (%s); left out of the interval", desc, exc)

@@ -81,6 +81,9 @@ MAX_OUTER = 50
 # penalty; the gradient must also be within STALL_GRAD_SLACK times solver_tol.
 STALL_RESOLUTION = 1e-12
 STALL_GRAD_SLACK = 10.0
+# ZetaProblem keeps what it computed at this many latest thetas: the solvers read the objective at
+# a theta, then its derivatives (and a curve row) there, with a trial step or two in between
+_SEEN = 3
 
 log = logging.getLogger(__name__)
 
@@ -117,6 +120,32 @@ class ZetaProblem:
         self.reward = None
         if objective.alpha_r:
             self.reward = torch.nan_to_num(torch.as_tensor(data.rewards[:, reward_index], dtype=dt, device=device), nan=0.0)
+        # what parts and derivatives both compute from theta alone, for the latest few thetas (_at)
+        self._seen: list[tuple[torch.Tensor, int, dict[str, torch.Tensor]]] = []
+
+    def _at(self, theta: torch.Tensor) -> dict[str, torch.Tensor]:
+        """The quantities that depend on theta alone (the raw outputs ``x``, ``zeta``, ``g``, ``C^-1 g``;
+        ``parts`` adds its theta-only part of the objective and the means), computed once per theta.
+        The solvers evaluate the objective at a trial theta, then, once it is taken, the derivatives
+        and the learning-curve row at the same theta: each is the same arithmetic on the same
+        tensors, so reading the stored result changes no bit. Held for the last ``_SEEN`` thetas,
+        keyed by the tensor itself and its version (an in-place change is a new theta); a theta
+        that records gradients (automatic differentiation, ``torch.func``) is never stored."""
+        if theta.requires_grad or torch._C._functorch.is_functorch_wrapped_tensor(theta):
+            return self._compute_at(theta)
+        for seen, version, got in self._seen:
+            if seen is theta and version == theta._version:
+                return got
+        got = self._compute_at(theta)
+        self._seen = [(theta, theta._version, got)] + self._seen[: _SEEN - 1]
+        return got
+
+    def _compute_at(self, theta: torch.Tensor) -> dict[str, torch.Tensor]:
+        x = self.rows.apply("psi", theta)
+        zeta = zeta_activation(x, self.objective.zeta_activation)
+        g = self.rows.rapply("delta", self.weight * zeta) / self.slots
+        c_inv_g = torch.cholesky_solve(g.unsqueeze(1), self.chol).squeeze(1)
+        return {"x": x, "zeta": zeta, "g": g, "c_inv_g": c_inv_g}
 
     def means(self, zeta: torch.Tensor) -> torch.Tensor:
         """E_D[zeta | slot] per slot position, or E_D[zeta] (one lambda)."""
@@ -128,15 +157,16 @@ class ZetaProblem:
         """4 alpha_nu A (A: F plus the augmented-Lagrangian terms of the mass constraints), zeta
         per row, C^-1 g, the flow term g' C^-1 g and the constrained means."""
         obj, w = self.objective, self.weight
-        zeta = zeta_activation(self.rows.apply("psi", theta), obj.zeta_activation)
-        g = self.rows.rapply("delta", w * zeta) / self.slots
-        c_inv_g = torch.cholesky_solve(g.unsqueeze(1), self.chol).squeeze(1)
-        flow = g @ c_inv_g
-        f = flow / (4 * obj.alpha_nu) + obj.alpha_zeta * (w * penalty(zeta, obj.zeta_penalty)).sum() / self.slots
-        if self.reward is not None:
-            last = self.rows.last
-            f = f - obj.alpha_r * (w[last] * zeta[last] * self.reward).sum() / self.rows.n_dialogues
-        means = self.means(zeta)
+        at = self._at(theta)
+        zeta, c_inv_g = at["zeta"], at["c_inv_g"]
+        if "f" not in at:  # the objective's theta-only part, once per theta
+            flow = at["g"] @ c_inv_g
+            f = flow / (4 * obj.alpha_nu) + obj.alpha_zeta * (w * penalty(zeta, obj.zeta_penalty)).sum() / self.slots
+            if self.reward is not None:
+                last = self.rows.last
+                f = f - obj.alpha_r * (w[last] * zeta[last] * self.reward).sum() / self.rows.n_dialogues
+            at.update(flow=flow, f=f, means=self.means(zeta))
+        flow, f, means = at["flow"], at["f"], at["means"]
         if obj.normalise:
             gap = means - 1
             f = f + (lam @ gap + mu / 2 * gap @ gap) / gap.numel()
@@ -155,9 +185,8 @@ class ZetaProblem:
         (or ``E_D[zeta] - 1``) [K] and their Jacobian in theta [K, P]; K = 0 without ``normalise``."""
         obj, rows, slots, w = self.objective, self.rows, self.slots, self.weight
         scale = 4 * obj.alpha_nu
-        z, z1, z2 = _activation_derivatives(rows.apply("psi", theta), obj.zeta_activation)
-        g = rows.rapply("delta", w * z) / slots
-        c_inv_g = torch.cholesky_solve(g.unsqueeze(1), self.chol).squeeze(1)
+        at = self._at(theta)  # x, zeta, g and C^-1 g as parts computed them at this theta
+        z, (z1, z2), c_inv_g = at["zeta"], _activation_slopes(at["x"], obj.zeta_activation), at["c_inv_g"]
         f1, f2 = (2 * z, 2.0) if obj.zeta_penalty == "square" else (z, 1.0)
         q_z = 2 * rows.apply("delta", c_inv_g) / slots + scale * obj.alpha_zeta * f1 / slots
         if self.reward is not None:  # per unit weight, as every q_z: the rows' weights multiply it below
@@ -216,13 +245,16 @@ def fit_exact_nu(
     desc: str = "dice",
     warm_mu: float | None = None,
     warn: bool = True,
+    log_curve: bool = True,
 ) -> tuple[DiceHeads, list[dict[str, Any]], dict[str, Any]]:
     """Fit zeta's parameters of ``heads`` on fixed features (all dialogues at once). Returns the
     heads (float32; nu at its exact optimum u*, lambda the multipliers), the learning curve and
     the solver's summary (iterations, final gradient and constraint gap, converged, the final
     penalty weight ``mu``). ``warm_mu``: start from the multipliers in ``heads.lam`` with this
     penalty weight (a refit near a known solution, e.g. a bootstrap resample) instead of zero. The slots:
-    ``heads``' own (``tmax``)."""
+    ``heads``' own (``tmax``). ``log_curve=False``: the curve has only the row at the end of each outer
+    iteration (what the zeta guard and the summary read), not one every ``log_every`` steps; for a
+    caller that drops the curve (a bootstrap refit), the rest would be computed for nothing."""
     device, dt = turns.logged.device, torch.float64
     tmax = heads.nu_pad.numel()
     problem = ZetaProblem(turns, data, objective, tmax, reward_index)
@@ -260,7 +292,7 @@ def fit_exact_nu(
             if stalled:
                 decrement = _newton_decrement(grad, hess)  # theta did not move: grad and hess are still its own
                 break
-            if iterations % solver.log_every == 0:
+            if log_curve and iterations % solver.log_every == 0:
                 curve.append(_row(iterations, outer, theta, grad_max, lam, mu, problem, data))
         with torch.no_grad():
             means = parts_of(theta, lam, mu)[4]
@@ -449,17 +481,15 @@ def _newton_decrement(grad: torch.Tensor, hess: torch.Tensor) -> float | None:
     return float(grad @ torch.cholesky_solve(grad.unsqueeze(1), factor).squeeze(1))
 
 
-def _activation_derivatives(x: torch.Tensor, kind: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """zeta (``heads.zeta_activation``), d zeta / dx and d2 zeta / dx2, elementwise."""
+def _activation_slopes(x: torch.Tensor, kind: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """d zeta / dx and d2 zeta / dx2 (``heads.zeta_activation``), elementwise."""
     if kind in ("square", "shifted_square"):
         shift = 1.0 if kind == "shifted_square" else 0.0
-        first, second = 2 * (x + shift), torch.full_like(x, 2.0)
-    elif kind == "softplus":
+        return 2 * (x + shift), torch.full_like(x, 2.0)
+    if kind == "softplus":
         sig = torch.sigmoid(x)
-        first, second = sig, sig * (1 - sig)
-    else:
-        first, second = torch.ones_like(x), torch.zeros_like(x)
-    return zeta_activation(x, kind), first, second
+        return sig, sig * (1 - sig)
+    return torch.ones_like(x), torch.zeros_like(x)
 
 
 def _row(step: int, outer: int, theta: torch.Tensor, grad_max: float, lam: torch.Tensor, mu: float, problem: ZetaProblem,

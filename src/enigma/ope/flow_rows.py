@@ -125,9 +125,14 @@ class FlowRows:
         """``slot_sums`` of the rows of psi or delta scaled by ``scale`` [R]: [Tmax, D]."""
         inner, edge = self._blocks(which)
         i, w = self._split, self.weight * scale
+        d1 = inner.shape[1]
         out = edge.new_zeros((self.tmax, self.width))
         out.index_add_(0, self.slot[i:], edge * w[i:].unsqueeze(1))
-        out[:, : inner.shape[1]].index_add_(0, self.slot[:i], inner * w[:i].unsqueeze(1))
+        # the inner rows' columns added on a contiguous copy and put back: index_add_ into the strided
+        # view out[:, :d1] took several times as long; every element gets the same additions in the
+        # same order (the edge rows', then the inner rows' in row order), so the sums are the same bits
+        head = out[:, :d1].contiguous()
+        out[:, :d1] = head.index_add_(0, self.slot[:i], inner * w[:i].unsqueeze(1))
         return out
 
 

@@ -80,6 +80,15 @@ def polyak(target: torch.nn.Module, online: torch.nn.Module, tau: float) -> None
             pt.mul_(1 - tau).add_(po, alpha=tau)
 
 
+def _polyak_all(target: list[torch.Tensor], online: list[torch.Tensor], tau: float) -> None:
+    """``polyak`` on the two networks' parameter lists, taken once before the loop: every
+    tensor's ``mul_`` then ``add_`` as there (on the CPU ``torch._foreach_*`` runs exactly those per
+    tensor, so the same bits), without walking the modules' parameters at every step."""
+    with torch.no_grad():
+        torch._foreach_mul_(target, 1 - tau)
+        torch._foreach_add_(target, online, alpha=tau)
+
+
 def fit_turn_q(turns: TurnFeatures, rewards: np.ndarray, cfg: FqeConfig, seed: int, columns: slice | None = None) -> TurnQ:
     """Fit Q by fitted Q evaluation on ``turns`` (only its feature ``columns`` when given) with the
     dialogues' ``rewards`` [N, K] (NaN: unrated) and return it at every real turn's logged pair and
@@ -140,6 +149,7 @@ def _fit_one(turns: TurnFeatures, rewards: np.ndarray, cfg: FqeConfig, seed: int
         q.net[-1].bias.copy_(torch.nan_to_num(torch.nanmean(ratings, 0), nan=0.5))
     slow = copy.deepcopy(q)
     opt = torch.optim.Adam(q.parameters(), lr=cfg.lr)
+    slow_params, q_params = list(slow.parameters()), list(q.parameters())
 
     def target_mean(net: torch.nn.Module, passes: int = 0) -> torch.Tensor:
         """[T, K] the mean of Q over the target's samples at every state (``passes`` > 0: each
@@ -166,7 +176,7 @@ def _fit_one(turns: TurnFeatures, rewards: np.ndarray, cfg: FqeConfig, seed: int
             opt.zero_grad()
             loss.backward()
             opt.step()
-            polyak(slow, q, cfg.tau)
+            _polyak_all(slow_params, q_params, cfg.tau)
     q.eval()
     with torch.no_grad():
         q_logged = q(x_logged).clamp(low, high) * scale + centre
