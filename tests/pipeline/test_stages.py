@@ -244,3 +244,42 @@ def test_a_python_estimator_whose_code_fails_or_exits_is_one_named_line(workspac
         errors = [line for line in r.output.splitlines() if line.startswith("error:")]
         assert r.exit_code == 2 and "Traceback" not in r.output and len(errors) == 1, (spec, r.output)
         assert f"estimator {spec!r}" in errors[0] and says in errors[0], (spec, r.output)
+
+
+def test_the_encode_step_is_shared_by_the_workers_with_the_numbers_of_one(workspace):
+    """Through `enigma stage train`: with an estimator that reads the embedding cache, the two
+    workers encode the store's texts and the sampled replies once, each a share of the batches
+    (each writes its own shards), and the results are those of one process encoding them all."""
+    import re
+
+    cfg, root = workspace["cfg"], workspace["root"]
+    cfg["benchmarks"]["tiny"]["estimators"] = ["adem"]
+    cfg["encode"] = {"cache": {"batch_size": 4}}
+    cfg["shared"] = {"embedding_cache": str(root / "emb-2")}
+    write_params(workspace)
+    for s in ("store", "rollouts", "sample"):
+        _ok(stage(workspace, s, "tiny"))
+
+    def run(workers: int, cache: str) -> tuple[str, dict[str, list[float]]]:
+        cfg["shared"]["embedding_cache"] = str(root / cache)
+        cfg["pipeline"]["max_workers"] = workers
+        write_params(workspace)
+        out = _ok(stage(workspace, "train", "tiny"))
+        files = sorted((workspace["data"] / "results").glob("*/*.json"))
+        got = {f.stem: [r["estimate"] for r in json.loads(f.read_text())["rows"]] for f in files}
+        shutil.rmtree(workspace["data"] / "results")
+        return out, got
+
+    out, shared = run(2, "emb-2")
+    texts, encoded = map(int, re.search(r"embedding cache: (\d+) texts, (\d+) newly encoded", out).groups())
+    assert encoded == texts > 8  # every distinct text once, in more than one batch of 4
+    assert len(list((root / "emb-2").glob("*/shard-*.npz"))) >= 2  # both workers wrote
+    assert sorted(shared) == [f"a{k}" for k in range(1, 6)]
+    assert "0 newly encoded" in run(2, "emb-2")[0]  # a rerun finds every text cached
+    # the reference: one process fills a cache of its own (`enigma encode`, as the step ran before)
+    targets = sorted((workspace["data"] / "targets").glob("*.parquet"))
+    args = ["encode", "-e", str(workspace["data"] / "store"), *[a for t in targets for a in ("-t", str(t))],
+            "--cache-dir", str(root / "emb-1"), "--params", workspace["params"], "--no-progress"]
+    assert f'"newly_encoded": {texts}' in _ok(CliRunner().invoke(app, args))
+    out, one = run(2, "emb-1")
+    assert "0 newly encoded" in out and one == shared

@@ -207,12 +207,11 @@ class EmbeddingCache:
         pending_keys: list[bytes] = []
         pending_vecs: list[np.ndarray] = []
         bar = tqdm(total=sum(len(b) for b in batches), desc=desc, unit="text", disable=not self.progress, position=position)
-        done = 0
+        before = self.encoded_count
         try:
             for chunk in batches:
                 vecs = self._encode_batch(list(chunk))
                 self.encoded_count += len(chunk)
-                done += len(chunk)
                 pending_keys.extend(text_key(t) for t in chunk)
                 pending_vecs.append(vecs)
                 bar.update(len(chunk))
@@ -225,7 +224,7 @@ class EmbeddingCache:
                 self._write_shard(pending_keys, np.concatenate(pending_vecs))
             bar.close()
         self.refresh()
-        return done
+        return self.encoded_count - before
 
     def _write_shard(self, keys: list[bytes], vectors: np.ndarray) -> None:
         key_arr = np.frombuffer(b"".join(keys), dtype=np.uint8).reshape(len(keys), KEY_BYTES)

@@ -135,14 +135,10 @@ def warm_embeddings(b: Benchmark, params: Params, progress: bool = False, pool=N
     groups = [warm_texts(ExperienceStore.open(b.store), targets)]
     if b.rollouts is not None:
         groups.append(store_texts(ExperienceStore.open(b.rollouts)))
-    before = cache.encoded_count
-    encoded = 0
-    for texts in groups:
-        if pool is not None and workers > 1 and not torch.cuda.is_available():
-            encoded += encode_in_pool(cache, texts, params.encode, pool, workers, progress)
-        else:
-            cache.embed(texts)
-    encoded += cache.encoded_count - before
+    if pool is not None and workers > 1 and not torch.cuda.is_available():
+        encoded = sum(encode_in_pool(cache, texts, params.encode, pool, workers, progress) for texts in groups)
+    else:
+        encoded = sum(cache.encode_batches(cache.plan(texts)) for texts in groups)
     return WarmStats(texts=len(groups[0]), newly_encoded=encoded, cache_dir=str(cache.dir)).as_dict()
 
 
