@@ -39,7 +39,6 @@ Output: studies/results/delayed_outcome.{md,json}.
 from __future__ import annotations
 
 import argparse
-import copy
 import json
 import multiprocessing
 import shlex
@@ -49,7 +48,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from long_tail_tmax import BENCHMARK, _dialogue_turns, _estimate_variant, _with_turns, length_stats
+from long_tail_tmax import BENCHMARK, _dialogue_turns, _estimate_variant, _with_turns, length_stats, variant_params
 from result_files import paired_cell, write_result
 
 REPO = Path(__file__).resolve().parents[1]
@@ -108,21 +107,6 @@ def write_targets(source: Path, out: Path, agents: list[str], store, appended: d
                        out / f"{a}.parquet")
 
 
-def row_params(work: Path, folder: str, dice: dict[str, Any]) -> dict[str, Any]:
-    """params.yaml with the data folder ``work/folder``, the caches under ``work`` and ENIGMA's
-    dice settings overridden by ``interval_resamples: 0`` and the row's own."""
-    from bench_params import with_dice
-    from enigma.params import load_yaml
-
-    data = copy.deepcopy(with_dice(load_yaml(REPO / "params.yaml"), {"interval_resamples": 0, **dice}))
-    data["shared"]["embedding_cache"] = str(work / "cache" / "embeddings")
-    data.setdefault("sample", {})["cache_dir"] = str(work / "cache" / "samples")
-    data["encode"]["weights_cache_dir"] = str(work / "cache" / "weights")
-    data["pipeline"]["data_dir"] = str(work / folder)
-    data["benchmarks"][BENCHMARK]["rollouts"] = None
-    return data
-
-
 def link_inputs(work: Path, store_name: str, folder: str) -> None:
     """``work/folder/airline`` reads the store, truth and targets of ``work/stores/<store_name>``."""
     d = work / folder / BENCHMARK
@@ -169,6 +153,8 @@ def reading(info: dict[str, Any], diffs: dict[str, Any], stores: list[str], rows
             key = f"{name}-{row} - {name}-default"
             if key in diffs:
                 out.append(f"- {row} against default on {name}: mean Pearson {said(diffs[key]['pearson'])}.")
+    import numpy as np
+
     out += ["- Where the value's spread goes (sd over the dev agents of each value in the runs' diagnostics, the "
             "doubly robust `dr`, the fitted Q's own `q` and the ratio-weighted `weighted`):"]
     for folder, x in info.items():
@@ -177,7 +163,6 @@ def reading(info: dict[str, Any], diffs: dict[str, Any], stores: list[str], rows
             for kind in ("dr", "q", "weighted"):
                 vals = [v[rating][kind] for v in x["values"].values() if v.get(rating)]
                 if vals:
-                    import numpy as np
                     cells.append(f"{rating} {kind} {float(np.std(vals)):.3f}")
         out.append(f"  - {folder}: " + ", ".join(cells))
     return out
@@ -237,7 +222,7 @@ def main() -> None:
         for name in stores:
             folder = f"{name}-{row}"
             link_inputs(args.work, name, folder)
-            data = row_params(args.work, folder, dice)
+            data = variant_params(args.work, folder, dice)
             p = Params.from_dict(data)
             warm_embeddings(p.benchmark(BENCHMARK), p)
             halves = [dev[i :: args.workers] for i in range(args.workers)]

@@ -147,13 +147,14 @@ def length_stats(store) -> dict[str, Any]:
 
 # ---- params, sampling, estimates ---------------------------------------------------------------
 
-def variant_params(work: Path, variant: str) -> dict[str, Any]:
+def variant_params(work: Path, variant: str, dice: dict[str, Any] | None = None) -> dict[str, Any]:
     """params.yaml with the variant's data folder, the caches under ``work`` and ENIGMA without
-    its interval; the benchmark without rollouts (ENIGMA reads none)."""
+    its interval (and with ``dice``'s settings over its own); the benchmark without rollouts
+    (ENIGMA reads none)."""
     from bench_params import with_dice
     from enigma.params import load_yaml
 
-    data = with_dice(load_yaml(REPO / "params.yaml"), {"interval_resamples": 0})
+    data = with_dice(load_yaml(REPO / "params.yaml"), {"interval_resamples": 0, **(dice or {})})
     data = copy.deepcopy(data)
     data["shared"]["embedding_cache"] = str(work / "cache" / "embeddings")
     data.setdefault("sample", {})["cache_dir"] = str(work / "cache" / "samples")
