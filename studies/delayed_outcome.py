@@ -29,9 +29,11 @@ airline truth, paired (1000 bootstrap resamples of the agents, the same for ever
 
     .venv/bin/python studies/delayed_outcome.py --work /work/delay --k 1 --k 3 --k 8
 
-Rows that set ``fqe.history`` (the Q also reads the mean of the dialogue's earlier logged pairs) or
-``fqe.td_lambda`` (lambda-returns) need ``studies/patches/fqe_history_lambda.patch`` applied, e.g. in a
-worktree run with ``PYTHONPATH=<worktree>/src``: they are study settings, not the product's.
+``fqe.history`` (the Q also reads the mean of the dialogue's earlier logged pairs) was a study
+setting when the committed results were made, and the default was ``history: false``; it is the
+product's default since (so the results' "default" row is today's ``fqe.history: false``). Rows
+that set ``fqe.td_lambda`` (lambda-returns, not adopted) need ``studies/patches/fqe_td_lambda.patch``
+applied, e.g. in a worktree run with ``PYTHONPATH=<worktree>/src``.
 
 Output: studies/results/delayed_outcome.{md,json}.
 """
@@ -260,8 +262,9 @@ def main() -> None:
              "unchanged; at an appended state every agent is given the log's own closing reply. ENIGMA without its "
              f"interval, leave-one-agent-out, scored on the {len(dev)} dev-half agents of airline (`report.split`); "
              "1000 bootstrap resamples of the agents, the same for every variant, so differences are paired.", "",
-             "Rows that set `fqe.history` or `fqe.td_lambda` need `git apply studies/patches/fqe_history_lambda.patch` "
-             "(the two are study settings, not the product's); with both at their defaults the patched code gives the "
+             "`fqe.history` was a study setting when these results were made (the default row: `history: false`; "
+             "it is the product's default since). Rows that set `fqe.td_lambda` need `git apply "
+             "studies/patches/fqe_td_lambda.patch` (not adopted); with it at 0 the patched code gives the "
              "default's estimates bit for bit (C-default and D3-default, computed before and after the patch: max "
              "difference 0).", "",
              "| store | dialogues | agent turns | median | longest | tmax |", "|---|---|---|---|---|---|"]

@@ -64,6 +64,7 @@ class FqeConfig(BaseModel):
     standardise: bool = Field(False, description="fit each rating in units of its own spread over the logs (false: raw units, so a rating of small spread, e.g. a 0/1 rating divided by 4, shapes the shared hidden layer little)")
     linear_members: int = Field(0, ge=0, description="how many of the ensemble's members (the last ones) add a linear map of their inputs to the network's output (a skip path, no dropout): a rating that depends on the features about linearly and weakly, e.g. a 0/1 rating divided by 4, is read without the hidden layers having to learn it")
     lstd_residual: bool = Field(False, description="add to the fitted Q a linear Q on nu's basis fitted by LSTD to the fitted Q's own temporal-difference errors (q_ridge): what the network left of a linear signal; refitted on every bootstrap resample, as the LSTD Q is")
+    history: bool = Field(False, description="the Q also reads the mean of the logged pairs' features at the dialogue's earlier agent turns (part of the state): what was done before the turn, which the last exchange and the frozen encoder's history summary dilute in a long dialogue")
     project_dim: int | None = Field(None, ge=1, description="frozen encoders: the Q reads its own whitened PCA of the pair's text vectors to this many dims (at or above their width: the vectors themselves); null: the heads' text columns")
 
     @model_validator(mode="after")
@@ -547,7 +548,7 @@ ENIGMA_DEFAULT: dict[str, Any] = {
     "preset": "exact_nu", "tmax": None, "encoder": "frozen", "project_dim": 32, "pca": "randomized",
     "alpha_nu": 0.0001, "agreement": True, "reply_measures": True, "grounding": True, "target_history": "source",
     "value": "dr", "dr_slot_tol": 0.1, "q_ridge": 0.01, "q_model": "fqe",
-    "fqe": {"agreement": False, "ensemble": 3, "linear_members": 1}, "random_features": 0, "steps": 400,
-    "log_every": 5, "interval_resamples": 100, "interval_tol": 0.001, "interval_refit": "multipliers",
+    "fqe": {"agreement": False, "ensemble": 3, "linear_members": 1, "history": True}, "random_features": 0, "steps": 400,
+    "log_every": 5, "interval_resamples": 100, "interval_tol": 0.001, "interval_refit": "kkt",
     "missing_targets": "error",
 }

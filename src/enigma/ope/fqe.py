@@ -127,6 +127,10 @@ def _fit_one(turns: TurnFeatures, rewards: np.ndarray, cfg: FqeConfig, seed: int
     mean, std = logged.mean(0), logged.std(0)
     std = torch.where(std > 1e-6, std, torch.ones_like(std))
     x_logged, x_target = (logged - mean) / std, (target - mean) / std
+    if cfg.history:
+        h = _earlier_mean(x_logged, turn)
+        x_logged = torch.cat([x_logged, h], 1)
+        x_target = torch.cat([x_target, h.unsqueeze(1).expand(-1, x_target.shape[1], -1)], 2)
     terminal = turn + 1 == n_turns[dialogue]
     ratings = torch.as_tensor(rewards, dtype=torch.float32)  # [N, K], NaN: unrated
     # the loss sums the ratings' squared errors, so the shared hidden layer serves the ratings of
@@ -183,6 +187,14 @@ def _fit_one(turns: TurnFeatures, rewards: np.ndarray, cfg: FqeConfig, seed: int
     q_target = target_mean(q) * scale + centre
     device = turns.logged.device
     return TurnQ(q_logged.double().to(device), q_target.double().to(device), turns.n_agent_turns)
+
+
+def _earlier_mean(x: torch.Tensor, turn: torch.Tensor) -> torch.Tensor:
+    """[T, d] at each row the mean of ``x`` over its dialogue's earlier rows (zeros at a first turn)."""
+    cs = torch.cumsum(x.double(), 0)
+    before = torch.cat([cs.new_zeros(1, x.shape[1]), cs[:-1]], 0)  # sum of every row above
+    start = before[torch.arange(len(x)) - turn]  # sum of the rows above the dialogue's first
+    return ((before - start) / turn.clamp(min=1).unsqueeze(1).double()).to(x.dtype)
 
 
 def _rating_units(ratings: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
