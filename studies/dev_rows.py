@@ -41,6 +41,23 @@ def row_params(params: Path, overrides: dict[str, Any]) -> dict[str, Any]:
     return with_dice(load_yaml(params), {"interval_resamples": 0, **overrides})
 
 
+def dev_agents(params: "Params", benchmark: str) -> list[str]:  # noqa: F821
+    """The benchmark's dev-half agents (``report.split``; empty where ``test_only`` names it)."""
+    from enigma.evaluation.split import split_agents
+    from enigma.pipeline.store import heldout_agents
+
+    agents, _ = heldout_agents(params.benchmark(benchmark))
+    return split_agents(agents, params.report.split, benchmark)["dev"]
+
+
+def dev_truth(params: "Params", benchmark: str, dev: list[str]) -> "pd.DataFrame":  # noqa: F821
+    """The truth of the ``dev`` agents, [agent x rating], the ratings sorted: nothing of the test half."""
+    from enigma.evaluation.truth import read_truth, truth_wide
+
+    truth = truth_wide(read_truth(params.benchmark(benchmark).truth)).loc[dev]
+    return truth[sorted(truth.columns)]
+
+
 def run_agents(benchmark: str, params_data: dict[str, Any], agents: list[str], results_dir: str) -> None:
     """In its own process: each of ``agents`` held out in turn, as the train stage runs one (a
     failure is written as the agent's result)."""
@@ -83,10 +100,7 @@ def main() -> None:
 
     from enigma.evaluation.correlation import paired_difference, score_estimator
     from enigma.evaluation.results import read_results
-    from enigma.evaluation.split import split_agents
-    from enigma.evaluation.truth import read_truth, truth_wide
     from enigma.params import Params
-    from enigma.pipeline.store import heldout_agents
     from enigma.pipeline.train import warm_embeddings
     from enigma.pipeline.workers import init_worker
     from provenance import code_version
@@ -94,15 +108,14 @@ def main() -> None:
     torch.set_num_threads(1)
     base = Params.load(args.params)
     b = base.benchmark(args.benchmark)
-    agents, _ = heldout_agents(b)
-    dev = split_agents(agents, base.report.split, args.benchmark)["dev"]
+    dev = dev_agents(base, args.benchmark)
     if not dev:
         sys.exit(f"{args.benchmark}: no dev half (report.split.test_only names it): nothing may be chosen on it")
     warm_embeddings(b, base)
 
     scores, info = {}, {}
-    truth = truth_wide(read_truth(b.truth)).loc[dev]
-    ratings = sorted(truth.columns)
+    truth = dev_truth(base, args.benchmark, dev)
+    ratings = list(truth.columns)
     for name, overrides in rows.items():
         data = row_params(args.params, overrides)
         out = args.work / args.benchmark / name

@@ -51,26 +51,22 @@ def main() -> None:
     args = ap.parse_args()
 
     from enigma.evaluation.correlation import paired_difference, score_estimator
+    from dev_rows import dev_agents, dev_truth
     from enigma.evaluation.results import read_results
-    from enigma.evaluation.split import split_agents
-    from enigma.evaluation.truth import read_truth, truth_wide
     from enigma.params import Params
-    from enigma.pipeline.store import heldout_agents
     from provenance import code_version
     from result_files import paired_cell, write_result
 
     params = Params.load(args.params)
     table, payload = [], {}
     for name in args.benchmarks:
-        b = params.benchmark(name)
-        agents, _ = heldout_agents(b)
-        dev = split_agents(agents, params.report.split, name)["dev"]
+        dev = dev_agents(params, name)
         if not dev:
             print(f"{name}: no dev half (report.split.test_only names it): skipped", file=sys.stderr)
             continue
-        truth = truth_wide(read_truth(b.truth)).loc[dev]
-        ratings = sorted(truth.columns)
-        values = dev_values(read_results(b.results_dir()), dev)
+        truth = dev_truth(params, name, dev)
+        ratings = list(truth.columns)
+        values = dev_values(read_results(params.benchmark(name).results_dir()), dev)
         scores = {k: score_estimator(k, values[k][ratings], truth, ratings) for k in KINDS}
         diffs = {k: paired_difference(scores[k], scores["dr"], "pearson", 0.95) for k in KINDS if k != "dr"}
         means = {k: scores[k].means["pearson"] for k in KINDS}
