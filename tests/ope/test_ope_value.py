@@ -415,3 +415,42 @@ def test_the_fqe_linear_path_reads_a_small_linear_rating():
     torch.testing.assert_close(pair.logged, (plain.logged + skip.logged) / 2)
     with pytest.raises(ValueError, match="linear_members"):
         FqeConfig(ensemble=2, linear_members=3)
+
+
+def test_a_zeta_cap_keeps_the_doubly_robust_value_exact_when_the_q_is(fitted):
+    """``dr_zeta_cap`` clips the zeta that weights the corrected rewards. The corrections of an
+    exact Q (LSTD on one-hot features is the certainty-equivalence table) leave nothing for zeta
+    to weight, so a clipped zeta still gives the exact value; with an arbitrary Q it does not (the
+    clip moves the value), and a cap above every zeta changes nothing."""
+    mdp, store, policy, ta, cfg, est, result = fitted
+    ce = certainty_equivalence_value(store, ta)
+    turns, data = _turns(est, store, ta)
+    heads = result.runs["all"].heads
+    with torch.no_grad():
+        zeta_max = float(zeta_rows(heads, flow_rows(turns, cfg.tmax)).max())
+    cap = 0.5 * zeta_max
+    exact_q = value_estimates(heads, turns, data, cfg.tmax, cfg.value.q_ridge, zeta_cap=cap)
+    for r in RATINGS:
+        assert abs(exact_q[r]["dr"] - ce[r]) < 0.002, (r, exact_q[r], ce[r])
+    turn_q = _arbitrary_turn_q(turns, seed=3)
+    free = value_estimates(heads, turns, data, cfg.tmax, cfg.value.q_ridge, turn_q)
+    above = value_estimates(heads, turns, data, cfg.tmax, cfg.value.q_ridge, turn_q, zeta_cap=2 * zeta_max)
+    clipped = value_estimates(heads, turns, data, cfg.tmax, cfg.value.q_ridge, turn_q, zeta_cap=cap)
+    for r in RATINGS:
+        assert above[r] == free[r]
+        assert clipped[r]["weighted"] == free[r]["weighted"] and clipped[r]["q"] == free[r]["q"]
+    assert max(abs(clipped[r]["dr"] - free[r]["dr"]) for r in RATINGS) > 0.002
+
+
+def test_the_zeta_cap_reaches_the_reported_value_and_its_interval(fitted):
+    """Through the estimator: ``dr_zeta_cap`` in the flat params moves the reported dr estimate
+    and every bootstrap draw reads the same clipped zeta (a cap of 1 clips most of the mass)."""
+    mdp, store, policy, ta, cfg, est, result = fitted
+    base = cfg.with_flat(value="dr", interval_resamples=20)
+    free = EnigmaEstimator(base, progress=False).estimate_full(store, HeldOutAgent(policy.name, target_actions=ta))
+    capped = EnigmaEstimator(base.with_flat(dr_zeta_cap=1.0), progress=False).estimate_full(store, HeldOutAgent(policy.name, target_actions=ta))
+    for r in RATINGS:
+        values = capped.runs["all"].solver["values"][r]
+        assert capped.estimates[r]["estimate"] == pytest.approx(values["dr"], abs=1e-6)
+        assert values["weighted"] == pytest.approx(free.runs["all"].solver["values"][r]["weighted"], abs=1e-9)
+    assert any(capped.intervals[r] != free.intervals[r] for r in RATINGS)

@@ -137,7 +137,7 @@ def bootstrap_estimates(
         else:  # an LSTD Q refitted on the resample too; a fitted Q evaluation's (turn_q) is kept, only its rows resampled
             sub_q = None if turn_q is None else turn_q.select(unique)
             values = value_estimates(fitted, sub_turns, sub, fitted.nu_pad.numel(), value.q_ridge, sub_q,
-                                     lstd_residual=value.fqe.lstd_residual)
+                                     lstd_residual=value.fqe.lstd_residual, zeta_cap=value.dr_zeta_cap)
             est = {n: v[value.kind] for n, v in values.items()}
         for n in data.rating_names:
             draws[n].append(est[n])

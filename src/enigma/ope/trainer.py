@@ -114,7 +114,7 @@ def add_values(run: DiceRun, feats: Features, data: DiceData, cfg: DiceConfig) -
             columns = None if value.fqe.agreement else slice(0, feats.text_dim + feats.pair_dim)
             turn_q = fit_turn_q(feats.turns, data.rewards, value.fqe, cfg.seed, columns=columns)
     values = value_estimates(run.heads, feats.turns, data, cfg.tmax, value.q_ridge, turn_q, cfg.solver.slot_normalise,
-                             lstd_residual=value.fqe.lstd_residual)
+                             lstd_residual=value.fqe.lstd_residual, zeta_cap=value.dr_zeta_cap)
     run.solver["values"] = values
     if value.kind != "weighted":  # weighted is the final pass's own estimate already
         for name, v in values.items():
