@@ -28,7 +28,7 @@ def test_the_flat_section_is_routed_to_each_part():
     assert isinstance(cfg.solver, ExactNuConfig) and (cfg.solver.steps, cfg.solver.constraint_tol) == (7, 1e-5)
     assert isinstance(cfg.features, FrozenFeatures) and cfg.features.project_dim == 16 and cfg.features.agreement is True
     # fqe replaces ENIGMA's fqe whole, as a section's key always has
-    assert cfg.value == ValueConfig(kind="q", q_ridge=0.01, q_model="fqe", dr_slot_tol=0.1, fqe=FqeConfig(ensemble=2))
+    assert cfg.value == ValueConfig(kind="q", q_ridge=0.01, q_model="fqe", dr_slot_tol=0.1, dr_zeta_cap=1.0, fqe=FqeConfig(ensemble=2))
     assert cfg.interval == IntervalConfig(resamples=100, tol=0.001, refit="kkt")
     assert cfg.objective.alpha_nu == 0.01 and cfg.objective.lambda_per_slot is True and cfg.seed == 3
     # the flat view gives the section back: every key of ENIGMA's as the product runs it, at its value
