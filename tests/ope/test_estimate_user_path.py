@@ -65,7 +65,12 @@ def test_the_tabular_problem_through_the_cli_is_exact_with_the_default_params(ta
         exact = problem.mdp.exact_value(problem.targets[t])
         for rating in RATINGS:
             e = est["targets"][t][rating]["estimate"]
-            assert abs(e - saddle[rating]) < 0.002, (t, rating, e, saddle[rating])  # the solver: the logs' own answer
+            values = est["diagnostics"][t]["all"]["values"][rating]
+            # the solver: DICE's ratio gives the logs' own answer (the weighted value reads it unclipped)
+            assert abs(values["weighted"] - saddle[rating]) < 0.002, (t, rating, values, saddle[rating])
+            # the reported dr reads it clipped at 1 (dr_zeta_cap), right whatever zeta if the Q is:
+            # off the logs' answer by the fitted Q's own error, well inside the logs' sampling error
+            assert e == values["dr"] and abs(e - saddle[rating]) < 0.01, (t, rating, e, saddle[rating])
             assert abs(e - exact[rating]) < 0.02, (t, rating, e, exact[rating])  # the truth, within the logs' error
             # the sampling interval (params.yaml's dialogue bootstrap) holds the exact value and is useful
             lo, hi = est["targets"][t][rating]["interval"]
@@ -139,7 +144,9 @@ def test_several_replies_per_state_through_the_cli_are_exact(tabular_store, tmp_
     exact = reference_problem().mdp.exact_value(reference_problem().targets[t])
     for rating in RATINGS:
         e = est["targets"][t][rating]["estimate"]
-        assert abs(e - saddle[rating]) < 0.002, (rating, e, saddle[rating])
+        weighted = est["diagnostics"][t]["all"]["values"][rating]["weighted"]
+        assert abs(weighted - saddle[rating]) < 0.002, (rating, weighted, saddle[rating])  # DICE's ratio, unclipped
+        assert abs(e - saddle[rating]) < 0.01, (rating, e, saddle[rating])  # dr, its zeta clipped: the fitted Q's error
         assert abs(e - exact[rating]) < 0.02, (rating, e, exact[rating])
 
 
@@ -167,16 +174,20 @@ def test_kkt_refits_set_in_the_params_file_give_an_interval_with_every_refit_at_
         assert lo <= exact[rating] <= hi and hi - lo <= 0.10, (rating, lo, hi, exact[rating])
 
 
-@pytest.mark.parametrize("q", [{"q_model": "lstd"}, {"q_model": "fqe", "fqe": {"agreement": False}}], ids=["lstd", "fqe"])
+@pytest.mark.parametrize("q", [{"q_model": "lstd", "q_ridge": 0.01, "dr_zeta_cap": None},
+                               {"q_model": "fqe", "fqe": {"agreement": False}, "dr_zeta_cap": None},
+                               {"q_model": "lstd", "q_ridge": 0.0, "dr_zeta_cap": 1.0}], ids=["lstd", "fqe", "exact-q-clipped-zeta"])
 def test_the_doubly_robust_value_through_the_cli_is_exact(tabular_store, tmp_path, q):
-    """``dice.value: dr`` set in the user's params file, with either Q: the command reports the
-    doubly robust value (the one in its diagnostics), and on the tabular problem it is the logs'
-    own answer (zeta is exact there, so any Q gives it)."""
+    """``dice.value: dr`` set in the user's params file: the command reports the doubly robust
+    value (the one in its diagnostics), and on the tabular problem it is the logs' own answer
+    either way round. With zeta unclipped (``dr_zeta_cap: null``) zeta is exact there, so any Q
+    gives it; with zeta clipped at 1 (the default) an exact Q does (LSTD without a ridge on one-hot
+    features is the logs' certainty-equivalence table)."""
     import yaml
 
     work, t = tabular_store, "soft"
     params = yaml.safe_load(PARAMS.read_text())
-    params["estimators"]["enigma"]["dice"].update(value="dr", q_ridge=0.01, interval_resamples=0, **q)
+    params["estimators"]["enigma"]["dice"].update(value="dr", interval_resamples=0, **q)
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
     r = enigma("estimate", "--experience", work / "store", f"--target={t}=python:enigma.ope.tabular:{t}", "--encoder", "onehot",
                "--out", tmp_path / "out", "--params", tmp_path / "params.yaml", "--cache-dir", work / "cache", "-q")
@@ -190,7 +201,8 @@ def test_the_doubly_robust_value_through_the_cli_is_exact(tabular_store, tmp_pat
     for rating in RATINGS:
         e = est["targets"][t][rating]["estimate"]
         assert e == values[rating]["dr"] and abs(e - saddle[rating]) < 0.002, (rating, e, values[rating], saddle[rating])
-    assert est["diagnostics"][t]["config"]["q_model"] == q["q_model"]
+    config = est["diagnostics"][t]["config"]
+    assert config["q_model"] == q["q_model"] and config["dr_zeta_cap"] == q["dr_zeta_cap"]
 
 
 @pytest.mark.slow  # several estimate runs through the CLI; CI runs it

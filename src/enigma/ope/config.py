@@ -22,8 +22,8 @@ per module, and each module is handed only its part (issue 59, item 3):
   (exact by construction) drops it, as it always turned it off. ``pca`` also finds the fqe Q's
   own projection (``fqe.project_dim``), which is of the same frozen vectors.
 - ``value`` (``ValueConfig``): which value is reported (the flat key ``value`` is its ``kind``),
-  the Q behind it (``q_ridge``, ``q_model``, the nested ``fqe``) and its slot-balance guard
-  ``dr_slot_tol``.
+  the Q behind it (``q_ridge``, ``q_model``, the nested ``fqe``), its slot-balance guard
+  ``dr_slot_tol`` and the clip of the zeta that weights it, ``dr_zeta_cap``.
 - ``interval`` (``IntervalConfig``, flat keys ``interval_<field>``): the bootstrap. A part of its
   own rather than exact_nu's: its settings keep their values on a gda row that inherits them, and
   ``interval_resamples > 0`` with gda is the error it always was.

@@ -24,8 +24,8 @@
   logs), the clipped importance weight of the off-policy literature. The Q half of the argument
   holds for any weights, so a clipped zeta with the true Q is still right; what the clip gives up
   is the zeta half (the true ratio with a wrong Q), in exchange for not letting the few
-  dialogues with a large zeta carry the correction (issue 58: an effective sample of about 6% of
-  the See 2019 logs).
+  dialogues with a large zeta carry the correction (issue 58: zeta's effective sample is 6-14%
+  of the See 2019 logs).
 
 Why not nu itself as the Q. ENIGMA's objective has no reward in it (``alpha_r = 0``): its nu is the
 multiplier of the flow constraints, not a value, so a separate fit with the reward is needed. It is
