@@ -79,7 +79,8 @@ def main() -> None:
     cmd = shlex.join([".venv/bin/python", "studies/value_kinds_dev.py", *sys.argv[1:]])
     code = code_version()
     lines = ["# ENIGMA's three values on the dev halves (issue 58)", "", f"`{cmd}` (code: {code})", "",
-             "From the train stage's saved ENIGMA results (params.yaml's default, which reports `dr`); every result keeps "
+             "From the train stage's saved ENIGMA results (params.yaml's default, which reports `dr`, its zeta clipped at "
+             "`dr_zeta_cap`); every result keeps "
              "all three values. Dev-half agents only (`report.split`): no test-half agent is scored. Mean Pearson over "
              "the ratings; differences against `dr` paired over 1000 bootstrap resamples of the agents (95%).", "",
              "| benchmark | dev agents | dr | q | weighted | q − dr | weighted − dr | spread ratio dr / q / weighted |",
