@@ -44,10 +44,6 @@ SCORES = {
 }
 
 
-def short(estimator: str) -> str:
-    return estimator.replace("%5B", "[").replace("%5D", "]").replace("%3A", ":")
-
-
 def main() -> int:
     params = Params.load(REPO / "params.yaml")
     split = params.report.split
@@ -82,7 +78,7 @@ def main() -> int:
                     X = np.column_stack([np.ones(len(cal_names)), [e[c] for c in cal_names], [x[c] for c in cal_names]])
                     beta = np.linalg.lstsq(X, [t[c] for c in cal_names], rcond=None)[0]
                     err.append(t[a] - beta @ [1.0, e[a], x[a]])
-                stack.append({"benchmark": b, "rating": r, "with": short(other), "rms_ratio": float(np.sqrt(np.mean(np.square(err)))) / base})
+                stack.append({"benchmark": b, "rating": r, "with": other, "rms_ratio": float(np.sqrt(np.mean(np.square(err)))) / base})
 
     lines = ["# Calibration without a better estimator: difficulty scores and stacking (dev halves)", "", f"`{cmd}`", "",
              "Issue 61. Dev agents only, each calibrated on its benchmark's other agents. No setting is chosen from this.", "",
@@ -101,13 +97,13 @@ def main() -> int:
               "Root mean square residual of the dev agents, `truth ~ a + b ENIGMA + c X` over ENIGMA's recalibration alone "
               "(below 1: the pair calibrates better).", "",
               "| X | cells | median ratio | cells below 0.9 | cells above 1.1 |", "|---|---|---|---|---|"]
-    for other in sorted({s["with"] for s in stack}):
-        v = np.array([s["rms_ratio"] for s in stack if s["with"] == other])
+    ratios = {o: np.array([s["rms_ratio"] for s in stack if s["with"] == o]) for o in sorted({s["with"] for s in stack})}
+    for other, v in ratios.items():
         lines.append(f"| {other} | {len(v)} | {np.median(v):.2f} | {int(np.sum(v < 0.9))} | {int(np.sum(v > 1.1))} |")
-    best = min({s["with"] for s in stack}, key=lambda o: np.median([s["rms_ratio"] for s in stack if s["with"] == o]))
+    best = min(ratios, key=lambda o: np.median(ratios[o]))
     lines += ["", "Not adopted: no score orders the agents' errors on every benchmark (a scale that does not predict the error "
               "only adds noise to the quantile), and the best stacking partner, "
-              f"{best}, takes a median {1 - np.median([s['rms_ratio'] for s in stack if s['with'] == best]):.0%} off the "
+              f"{best}, takes a median {1 - np.median(ratios[best]):.0%} off the "
               "residuals at the price of a second estimator per checkpoint; `verdict_error_scale.md` puts what the width "
               "and power targets need at 40 to 50% off every residual."]
     write_result("calibration_covariates", lines, {"command": cmd, "scores": corr, "stacking": stack})

@@ -65,6 +65,8 @@ def main() -> int:
     def cell(s, b, r):
         return next(c for c in cells if c["scale"] == s and c["benchmark"] == b and c["rating"] == r)
 
+    airline_width = {s: np.mean([cell(s, b, "reward")["mean_width"] for b in BENCHMARKS if b.startswith("airline")]) for s in SCALES}
+
     lines = ["# What the targets of issue 61 ask of the estimator: ENIGMA's errors scaled (dev halves)", "", f"`{cmd}`", "",
              "Each estimate is moved so that its residual from `truth ~ a + b estimate` (fitted on the benchmark's agents) is "
              "`s` times today's; the calibration, the verdict rule and the level (95%) are as built. Dev agents and dev pairs "
@@ -75,8 +77,7 @@ def main() -> int:
     for s in SCALES:
         p = pooled[s]
         low = min(c["coverage"] for c in cells if c["scale"] == s)
-        airline_w = np.mean([cell(s, b, "reward")["mean_width"] for b in BENCHMARKS if b.startswith("airline")])
-        lines.append(f"| {s:.1f} | {airline_w:.3f} | {cell(s, 'see2019', 'reward')['mean_width']:.3f} | {low:.2f} | "
+        lines.append(f"| {s:.1f} | {airline_width[s]:.3f} | {cell(s, 'see2019', 'reward')['mean_width']:.3f} | {low:.2f} | "
                      f"{p['called']} / {p['pairs']} | {p['wrong']} ({100 * (p['wrong_rate'] or 0):.1f}%) | "
                      f"{100 * p['power_gap_0_05']:.1f}% ({p['pairs_gap_0_05']}) |")
     lines += ["", "Airline's width is the mean over its three seeds' dev halves. Per benchmark, power at gap > 0.05:", "",
@@ -91,8 +92,6 @@ def main() -> int:
         lines.append(f"| {s:.1f} | " + " | ".join(per) + " |")
     def first(ok):  # the largest scale in the table that meets a target
         return next((f"{s:.1f}" for s in SCALES if ok(s)), "none in the table")
-
-    airline_width = {s: np.mean([cell(s, b, "reward")["mean_width"] for b in BENCHMARKS if b.startswith("airline")]) for s in SCALES}
     lines += ["", f"Largest error scale that meets each target: airline reward width <= 0.15 at s = "
               f"{first(lambda s: airline_width[s] <= 0.15)}; See 2019 reward width <= 0.10 at s = "
               f"{first(lambda s: cell(s, 'see2019', 'reward')['mean_width'] <= 0.10)}; pooled power >= 60% at s = "
