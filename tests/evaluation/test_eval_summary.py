@@ -264,6 +264,9 @@ def test_the_split_is_fixed_by_the_ids_even_and_the_test_half_leads():
     assert split_agents(["only"]) == {"test": ["only"], "dev": []}
     assert split_agents(agents, SplitConfig(test_only=["b"]), "b") == {"test": sorted(agents), "dev": []}
     assert split_agents(agents, SplitConfig(test_only=["b"]), "other") == halves
+    assert split_agents(agents, SplitConfig(dev_only=["c"]), "c") == {"test": [], "dev": sorted(agents)}
+    with pytest.raises(ValueError, match="both test_only and dev_only"):
+        SplitConfig(test_only=["c"], dev_only=["c"])
 
     results, truth = _tables({"enigma": 0.01, "bleu": 0.2}, n_agents=12)
     # bleu is good on the test half only: the halves must be scored apart

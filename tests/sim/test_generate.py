@@ -220,3 +220,34 @@ def test_true_values_of_an_outside_agent():
     assert by["name"]["value"] == 0.0
     assert 0.0 < by["status"]["value"] < 0.3 and by["flight"]["value"] > by["status"]["value"]
     assert by["reward"]["value"] == pytest.approx(0.5 * by["flight"]["value"] + 0.3 * by["status"]["value"])
+
+
+@pytest.mark.parametrize("agent_id", ["expert", "expert_verbose", "hopeless", "deaf_direct"])
+def test_closing_exchanges_follow_the_outcome_and_change_nothing_before_it(agent_id):
+    """``closing_exchanges``: after the agent ends the dialogue the customer thanks it k times and
+    the agent answers each in its own words; the dialogue up to its end and the scores are those
+    of the same seed without them, and a seller asked after the end only closes."""
+    from enigma.sim.rollout import CLOSING_THANKS
+    from enigma.sim.sellers import dialogue_over
+
+    seller = make_seller(agent_id)
+    for seed in range(5):
+        plain = rollout(seller, seed)
+        late = rollout(seller, seed, closing_exchanges=3)
+        assert late.turns[: len(plain.turns)] == plain.turns and late.scores == plain.scores
+        extra = late.turns[len(plain.turns):]
+        assert dialogue_over(plain.turns) == bool(extra)
+        if extra:
+            assert [t.role for t in extra] == ["user", "agent"] * 3
+            assert all(t.text in CLOSING_THANKS for t in extra[::2])
+            assert all(dialogue_over(late.turns[: len(plain.turns) + i]) for i in range(len(extra)))
+
+
+def test_a_store_without_closings_is_byte_identical_to_one_made_before_the_setting(tmp_path):
+    """The manifest records ``closing_exchanges`` only where it is set, so the committed stores
+    (made before it existed) keep their hashes; a store with closings records it."""
+    cfg = SimulateConfig(dialogues_per_agent=2, truth_rollouts=2, max_truth_rollouts=2)
+    assert "closing_exchanges" not in cfg.settings() and SimulateConfig().fingerprint() == SimulateConfig(closing_exchanges=0).fingerprint()
+    generate(cfg.model_copy(update={"closing_exchanges": 2}), tmp_path / "late", agents=["expert"])
+    manifest = json.loads((tmp_path / "late" / "manifest.json").read_text())
+    assert manifest["simulate"]["closing_exchanges"] == 2

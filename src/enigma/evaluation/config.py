@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 
 class SplitConfig(BaseModel):
@@ -16,6 +16,15 @@ class SplitConfig(BaseModel):
     test_share: float = Field(0.5, gt=0.0, lt=1.0)
     # benchmarks built after the defaults were frozen, never used to choose: every agent is test
     test_only: list[str] = []
+    # benchmarks built to choose on (e.g. the delayed-rating stores): every agent is dev
+    dev_only: list[str] = []
+
+    @model_validator(mode="after")
+    def _apart(self) -> "SplitConfig":
+        both = sorted(set(self.test_only) & set(self.dev_only))
+        if both:
+            raise ValueError(f"report.split: {both} named in both test_only and dev_only")
+        return self
 
 
 class ReportConfig(BaseModel):

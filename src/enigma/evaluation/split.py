@@ -29,10 +29,12 @@ def _key(agent_id: str, salt: str) -> bytes:
 
 def split_agents(agents: Iterable[str], config: SplitConfig | None = None, benchmark: str | None = None) -> dict[str, list[str]]:
     """``{"test": [...], "dev": [...]}``, each sorted by id; with one agent, it is the test half;
-    a benchmark of ``test_only``: all of them."""
+    a benchmark of ``test_only``: all of them; of ``dev_only``: all of them are dev."""
     cfg = config or SplitConfig()
     if benchmark is not None and benchmark in cfg.test_only:
         return {"test": sorted(set(agents)), "dev": []}
+    if benchmark is not None and benchmark in cfg.dev_only:
+        return {"test": [], "dev": sorted(set(agents))}
     ordered = sorted(set(agents), key=lambda a: _key(a, cfg.salt))
     n = len(ordered)
     k = min(max(round(n * cfg.test_share), 1), max(n - 1, 1)) if n else 0

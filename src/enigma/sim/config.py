@@ -28,6 +28,9 @@ class SimulateConfig(BaseModel):
     max_truth_rollouts: int = Field(10000, ge=2)
     customer_noise: float = Field(0.15, ge=0, le=1)
     max_agent_turns: int = Field(MAX_AGENT_TURNS, ge=1, le=MAX_AGENT_TURNS)
+    # exchanges of thanks after the agent ends each dialogue (enigma.sim.rollout): the rating then
+    # comes that many exchanges after the turn that decided it
+    closing_exchanges: int = Field(0, ge=0, le=32)
 
     @field_validator("preset")
     @classmethod
@@ -36,6 +39,13 @@ class SimulateConfig(BaseModel):
             raise ValueError(f"unknown preset {v!r}; known: {sorted(PRESET_NAMES)}")
         return v
 
-    def fingerprint(self) -> str:
+    def settings(self) -> dict:
+        """The settings as the store's manifest records them: ``closing_exchanges`` only where it
+        is set, so the stores made before it existed stay byte-identical."""
         data = self.model_dump()
-        return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
+        if not data["closing_exchanges"]:
+            del data["closing_exchanges"]
+        return data
+
+    def fingerprint(self) -> str:
+        return hashlib.sha256(json.dumps(self.settings(), sort_keys=True).encode()).hexdigest()[:16]

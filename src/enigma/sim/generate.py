@@ -50,7 +50,7 @@ _PARTIAL = ".partial"
 
 def _play(agent, seed: int, cfg: SimulateConfig) -> Rollout:
     return rollout(agent, seed, max_agent_turns=cfg.max_agent_turns, customer_noise=cfg.customer_noise,
-                   reward_weights=REWARD_WEIGHTS[cfg.preset])
+                   reward_weights=REWARD_WEIGHTS[cfg.preset], closing_exchanges=cfg.closing_exchanges)
 
 
 def rollout_rows(agent, agent_id: str, seeds: list[int], cfg: SimulateConfig, rated: bool = True,
@@ -180,7 +180,7 @@ def generate(
     truth = pa.Table.from_pylist([t for a in agent_ids for t in per_agent[a]["truth"]], schema=TRUTH_SCHEMA)
     manifest = {
         "source": SOURCE,
-        "simulate": cfg.model_dump(),
+        "simulate": cfg.settings(),
         "agent_specs": {a: agent_spec(a) for a in agent_ids},
         "max_agent_turns": cfg.max_agent_turns,
     }

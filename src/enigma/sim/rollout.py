@@ -22,6 +22,11 @@ from enigma.sim.scoring import AIRDIALOGUE_WEIGHTS, NO_ACTION, Action, score
 from enigma.sim.sellers import MAX_AGENT_TURNS
 
 
+# what the customer says after the outcome (``closing_exchanges``): thanks that ask for nothing
+CLOSING_THANKS = ("Thank you.", "Okay, thanks.", "Alright, thank you for your help.", "Thanks, that is all.",
+                  "Great, thanks again.")
+
+
 @dataclass(frozen=True)
 class Rollout:
     goal: Goal
@@ -42,10 +47,15 @@ def goal_for(seed: int) -> Goal:
 
 
 def rollout(agent: Agent, seed: int, goal: Goal | None = None, max_agent_turns: int = MAX_AGENT_TURNS,
-            customer_noise: float = 0.15, reward_weights: dict[str, float] = AIRDIALOGUE_WEIGHTS) -> Rollout:  # fmt: skip
+            customer_noise: float = 0.15, reward_weights: dict[str, float] = AIRDIALOGUE_WEIGHTS,
+            closing_exchanges: int = 0) -> Rollout:  # fmt: skip
     """One dialogue of ``agent`` with a customer. ``seed`` fixes the goal (unless given), the
     customer's wording and the seeds passed to the agent, so the same seed replays exactly.
-    ``reward_weights``: the preset's mix of name, flight and status (``sellers.REWARD_WEIGHTS``)."""
+    ``reward_weights``: the preset's mix of name, flight and status (``sellers.REWARD_WEIGHTS``).
+    ``closing_exchanges``: after the agent ends the dialogue (an action or a goodbye) the customer
+    thanks it that many times and the agent answers each (the agent's own words): turns that decide
+    nothing, so the rating comes that many exchanges after the turn that decided it, as in long
+    chats rated at their end. They count towards no turn limit and leave the scores as they were."""
     goal = goal if goal is not None else goal_for(seed)
     customer = Customer(goal, rng(seed, "customer"), noise=customer_noise)
     turns = [Turn("user", customer.opening())]
@@ -65,5 +75,14 @@ def rollout(agent: Agent, seed: int, goal: Goal | None = None, max_agent_turns: 
         turns.append(Turn("user", customer.react(reply)))
         if customer.done:
             break
+    if closing_exchanges and turns[-1].role == "agent":
+        # drawn apart from the customer's stream, so the dialogue up to its end is the same with or without them
+        words = rng(seed, "closing")
+        for k in range(closing_exchanges):
+            turns.append(Turn("user", words.choice(CLOSING_THANKS)))
+            replies = agent.respond(turns, n=1, seed=mix(seed, "closing", k))
+            if len(replies) != 1 or not isinstance(replies[0], str):
+                raise ValueError(f"agent {agent!r} returned {replies!r} for n=1 (expected one string)")
+            turns.append(Turn("agent", replies[0]))
     expected = expected_outcome(goal)
     return Rollout(goal, seed, tuple(turns), action, expected, score(goal, action, expected, reward_weights))

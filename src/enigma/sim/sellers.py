@@ -30,7 +30,7 @@ from enigma.contracts import History
 from enigma.sim import world as W
 from enigma.sim.config import MAX_AGENT_TURNS, PRESET_NAMES
 from enigma.sim.goals import INTENTS, meets_preferences
-from enigma.sim.language import AgentFacts, fmt_action, fmt_date, fmt_hour, read_agent, read_customer
+from enigma.sim.language import AgentFacts, fmt_action, fmt_date, fmt_hour, read_action, read_agent, read_customer
 from enigma.sim.rng import rng
 from enigma.sim.scoring import AIRDIALOGUE_WEIGHTS
 
@@ -90,6 +90,7 @@ _STYLES: dict[str, dict[str, tuple[str, ...]]] = {
         "no_reservation": ("I am sorry, I could not find a reservation for {name}.",),
         "give_up": ("I am afraid I cannot help you further. Goodbye.",),
         "filler": ("One moment please, I'm checking.",),
+        "closing": ("You're welcome.", "It was my pleasure.", "Thank you for calling."),
     },
     "friendly": {
         "intent": ("Hi there! What can I do for you?", "Hey! How can I help?"),
@@ -109,6 +110,7 @@ _STYLES: dict[str, dict[str, tuple[str, ...]]] = {
         "no_reservation": ("Hmm, I can't find any reservation for {name}, sorry!",),
         "give_up": ("Sorry, I have to go now. Bye!",),
         "filler": ("Hang on a sec!",),
+        "closing": ("No problem!", "Anytime!", "You bet!"),
     },
     "terse": {
         "intent": ("How can I help?",),
@@ -126,6 +128,7 @@ _STYLES: dict[str, dict[str, tuple[str, ...]]] = {
         "no_reservation": ("No reservation found for {name}.",),
         "give_up": ("Cannot help. Bye.",),
         "filler": ("Checking.",),
+        "closing": ("Welcome.", "Sure."),
     },
     "verbose": {
         "intent": ("Welcome to the airline reservations desk, it is a pleasure to have you with us today. "
@@ -151,6 +154,8 @@ _STYLES: dict[str, dict[str, tuple[str, ...]]] = {
         "no_reservation": ("I have searched our records carefully, but I could not find any reservation for {name}.",),
         "give_up": ("I am terribly sorry, but I am unable to complete this request right now. Goodbye.",),
         "filler": ("Please bear with me for a moment while I look into this.",),
+        "closing": ("You are most welcome, it has truly been a pleasure to assist you today.",
+                    "It was my pleasure entirely, and thank you once again for choosing to call us."),
     },
 }
 
@@ -163,6 +168,15 @@ _RAMBLES = (
     "Okay, okay, let me just make a little note of that here, one second, all right, very good.",
 )
 _ASK_ORDER = ("intent", "name", "route", "dates", "prefs")
+
+
+def dialogue_over(history: History) -> bool:
+    """Whether an agent turn of ``history`` already ended the dialogue: a final action, or a
+    goodbye (``language.read_action``, ``read_agent``): what the simulator's rollout stops on."""
+    for turn in history:
+        if turn.role == "agent" and (read_action(turn.text) is not None or read_agent(turn.text).goodbye):
+            return True
+    return False
 
 
 def _stops(n: int) -> str:
@@ -217,8 +231,12 @@ class SellerAgent:
 
     # ---- the Agent protocol ------------------------------------------------------------------
     def respond(self, history: History, n: int = 1, seed: int | None = None) -> list[str]:
-        belief = self.understand(history)
         base = 0 if seed is None else seed
+        if dialogue_over(history):
+            # the customer lingers after the outcome (``simulate.closing_exchanges``): small talk
+            # that decides nothing
+            return [self._say("closing", rng(base, "closing", i)) for i in range(n)]
+        belief = self.understand(history)
         return [self._act(belief, rng(base, "act", i)) for i in range(n)]
 
     # ---- hearing -----------------------------------------------------------------------------
