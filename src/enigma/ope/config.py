@@ -379,6 +379,16 @@ class DiceConfig(BaseModel):
         return self.features if isinstance(self.features, FrozenFeatures) else None
 
     @property
+    def applied_value(self) -> ValueConfig:
+        """The value settings as a run applies them. The clip of dr's zeta (``dr_zeta_cap``) tames
+        a ratio fitted on features that cannot represent it; on one-hot features the heads are
+        tables, zeta is the logs' empirical ratio and the unclipped dr their saddle point, which
+        a clip would only move (the tabular problem: up to 0.016): there it is not applied."""
+        if isinstance(self.features, OnehotFeatures) and self.value.dr_zeta_cap is not None:
+            return self.value.model_copy(update={"dr_zeta_cap": None})
+        return self.value
+
+    @property
     def q_project_dim(self) -> int | None:
         """The fqe Q's own PCA width (frozen features with q_model fqe only), else None."""
         return self.value.fqe.project_dim if self.value.q_model == "fqe" and self.frozen is not None else None

@@ -106,7 +106,7 @@ def add_values(run: DiceRun, feats: Features, data: DiceData, cfg: DiceConfig) -
     if feats.turns is None:
         return None
     turn_q = None
-    value = cfg.value
+    value = cfg.applied_value
     if value.q_model == "fqe":
         if feats.q_turns is not None:  # fqe.project_dim: its own text features (and grounding), no agreement block
             turn_q = fit_turn_q(feats.q_turns, data.rewards, value.fqe, cfg.seed)
@@ -133,7 +133,7 @@ def add_intervals(run: DiceRun, feats: Features, data: DiceData, cfg: DiceConfig
     if not isinstance(cfg.solver, ExactNuConfig):
         raise ValueError("dice.interval_resamples needs solver exact_nu (each resample is refitted from the full fit)")
     boot = bootstrap_estimates(run.heads, feats.turns, data, solver=cfg.solver, objective=cfg.objective, interval=cfg.interval,
-                               value=cfg.value, seed=cfg.seed, reward_index=reward_index, warm_mu=run.solver.get("mu"), desc=desc,
+                               value=cfg.applied_value, seed=cfg.seed, reward_index=reward_index, warm_mu=run.solver.get("mu"), desc=desc,
                                progress=progress, turn_q=turn_q)
     run.draws = boot["draws"]
     run.intervals = {r: percentile_interval(d, cfg.interval.level) for r, d in boot["draws"].items()}
