@@ -258,8 +258,11 @@ class EnigmaEstimator:
         """What a saved leave-one-agent-out result depends on: every DICE setting, resolved, and
         the encoder settings that change the pair vectors (not where the cache lives). Nothing
         is left out, so a setting added later changes every fingerprint once (its results are
-        carried over by a migration, studies/refingerprint.py, or recomputed), never silently."""
-        return json.dumps({"dice": self.config.model_dump(mode="json"),
+        carried over by a migration, studies/refingerprint.py, or recomputed), never silently.
+        The value settings are the ones a run applies (``applied_value``: no clip on one-hot
+        features), so a result made while the clip applied there is not reused."""
+        applied = self.config.model_copy(update={"value": self.config.applied_value})
+        return json.dumps({"dice": applied.model_dump(mode="json"),
                            "encoder": encoder_settings(self.config.features, self.encode)}, sort_keys=True)
 
     def encoder(self) -> PairEncoder:
