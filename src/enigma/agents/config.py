@@ -36,6 +36,11 @@ class OpenAISettings(_Strict):
     max_retries: int = Field(3, ge=0)
     backoff_s: float = Field(0.5, ge=0)
     backoff_max_s: float = Field(8.0, ge=0)
+    # A 429 or 503 (any retried status) with ``Retry-After`` (seconds or an HTTP date) is retried
+    # after the wait the server asks for, not the backoff, if that wait is at most this; a longer
+    # one (a quota reset tomorrow: ``Retry-After: 86400``) fails the call at once, naming the wait,
+    # instead of asking again before the server said to or blocking the run for a day.
+    retry_after_max_s: float = Field(60.0, ge=0)
     concurrency: int = Field(4, ge=1)
     temperature: float = Field(0.7, ge=0)
     top_p: float = Field(0.9, gt=0, le=1)

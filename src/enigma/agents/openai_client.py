@@ -2,8 +2,10 @@
 chat-completions API (vLLM, llama.cpp server, ``enigma serve``).
 
 Timeouts, retries with exponential backoff and jitter (on connection errors, timeouts, 429
-and 5xx), bounded concurrency (``concurrency`` requests in flight; the sampler uses as many
-threads). Servers that ignore ``n`` are asked again for the remainder.
+and 5xx; an answer with ``Retry-After`` is retried after the wait it asks for, up to
+``retry_after_max_s``, and fails at once past that), bounded concurrency (``concurrency``
+requests in flight; the sampler uses as many threads). Servers that ignore ``n`` are asked
+again for the remainder.
 
 The API key is read from the environment variable named in the settings (stripped and checked
 there: ``enigma.agents.apikey``), sent only in the Authorization header, and scrubbed from every
@@ -12,9 +14,12 @@ error message before anything is cut short; ``repr`` shows only whether it is se
 
 from __future__ import annotations
 
+import email.utils
+import math
 import random
 import threading
 import time
+from datetime import datetime, timezone
 from typing import Any
 
 from enigma.agents.apikey import read_api_key
@@ -25,6 +30,28 @@ from enigma.contracts import History
 _ROLE = {"user": "user", "agent": "assistant"}
 _RETRY_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
 _SNIPPET = 200
+
+
+def retry_after_s(value: str | None, now: datetime | None = None) -> float | None:
+    """The wait a ``Retry-After`` header asks for, in seconds (``120``, or an HTTP date such as
+    ``Wed, 21 Oct 2026 07:28:00 GMT``: the time until then, 0 if past); None when there is no
+    header or it is neither."""
+    if value is None:
+        return None
+    value = value.strip()
+    try:
+        seconds = float(value)
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError, IndexError):
+            return None
+        if when.tzinfo is None:  # an HTTP date is GMT
+            when = when.replace(tzinfo=timezone.utc)
+        seconds = (when - (now or datetime.now(timezone.utc))).total_seconds()
+    if not math.isfinite(seconds):
+        return None
+    return max(seconds, 0.0)
 
 
 class OpenAIAgent:
@@ -66,10 +93,14 @@ class OpenAIAgent:
 
         s = self.settings
         last = "no attempt made"
+        asked: float | None = None  # the wait the last answer's Retry-After asked for
         for attempt in range(s.max_retries + 1):
-            if attempt:
+            if attempt and asked is not None:
+                time.sleep(asked)  # what the server asked for, not less (and no jitter below it)
+            elif attempt:
                 delay = min(s.backoff_s * 2 ** (attempt - 1), s.backoff_max_s)
                 time.sleep(delay * (0.5 + random.random() / 2))
+            asked = None
             try:
                 with self._sem:
                     r = self._client.post(self.url, json=body, headers=self._headers())
@@ -86,6 +117,10 @@ class OpenAIAgent:
                 continue
             if r.status_code in _RETRY_STATUS:
                 last = f"HTTP {r.status_code}: {self._snippet(r.text)}"
+                asked = retry_after_s(r.headers.get("retry-after"))
+                if asked is not None and asked > s.retry_after_max_s:
+                    raise self._fail(f"{last}; the server asks to wait {asked:g}s before asking again (Retry-After), "
+                                     f"over sample.agents.openai.retry_after_max_s = {s.retry_after_max_s:g}s: not retried")
                 continue
             if r.status_code >= 400:
                 raise self._fail(f"HTTP {r.status_code}: {self._snippet(r.text)}")
