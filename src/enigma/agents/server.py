@@ -14,8 +14,10 @@ that id, never the agent's own exception text.
 
 import asyncio
 import hmac
+import ipaddress
 import json
 import logging
+import socket
 import threading
 import time
 import uuid
@@ -243,6 +245,42 @@ def create_app(agent: Any, model_name: str, api_key: str | None = None, settings
         }
 
     return app
+
+
+def check_bind(host: str, port: int) -> bool:
+    """Whether ``enigma serve`` can listen on ``host``:``port`` (every address the host names, as
+    uvicorn will), checked before the agent loads: raises ``ValueError`` with one line naming
+    ``--host``/``--port`` and the reason (a port out of range, a name that does not resolve, an
+    address of another machine, a port in use) where uvicorn would print a traceback or a bare
+    ``[Errno 98]``. Returns whether every address is a loopback one (only this machine can call)."""
+    if not 1 <= port <= 65535:
+        raise ValueError(f"--port {port}: expected a port number from 1 to 65535")
+    if not host.strip():
+        raise ValueError("--host: empty; expected an address or name of this machine, e.g. 127.0.0.1")
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except (socket.gaierror, UnicodeError) as exc:
+        reason = getattr(exc, "strerror", None) or str(exc)
+        raise ValueError(f"--host {host!r}: not an address, and no such name ({reason})") from None
+    for family, kind, proto, _, address in infos:
+        with socket.socket(family, kind, proto) as sock:
+            # as asyncio binds it (uvicorn's listener), so that the check agrees with the real bind
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6:
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            try:
+                sock.bind(address)
+            except OSError as exc:
+                raise ValueError(f"--host {host} --port {port}: cannot listen on {address[0]} port {port} "
+                                 f"({exc.strerror or exc})") from None
+    return all(_is_loopback(info[4][0]) for info in infos)
+
+
+def _is_loopback(address: str) -> bool:
+    try:
+        return ipaddress.ip_address(address.split("%")[0]).is_loopback  # "fe80::1%eth0": a zone
+    except ValueError:
+        return False
 
 
 def serve(agent: Any, model_name: str, host: str = "127.0.0.1", port: int = 8000, api_key: str | None = None,
