@@ -44,7 +44,6 @@ def register(app: typer.Typer) -> None:
         from enigma.agents.apikey import read_api_key
         from enigma.agents.server import check_bind, serve
 
-        local = check_bind(host, port)  # before the agent loads, which can take a while
         p = load_params(params)
         cfg, serve_cfg = p.sample, p.serve
         api_key = None
@@ -52,6 +51,7 @@ def register(app: typer.Typer) -> None:
             api_key = read_api_key(api_key_env).get()
             if not api_key:
                 raise ValueError(f"--api-key-env {api_key_env}: that environment variable is not set (or blank)")
+        local = check_bind(host, port)  # before the agent loads, which can take a while
         if not local and not api_key:
             typer.echo(f"warning: --host {host} listens beyond this machine and no --api-key-env is set: anyone "
                        "who can reach it can call the agent (set --api-key-env VAR to require a key)", err=True)
