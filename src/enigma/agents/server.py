@@ -4,6 +4,13 @@ Routes: ``GET /v1/models``, ``POST /v1/chat/completions`` (``n`` and ``seed`` ho
 messages are dropped because the agent interface has no system turn), ``GET /health``.
 When ``api_key`` is given, requests must carry it as a Bearer token.
 
+A page in the user's browser must not be able to drive a local server (issue 73, item 13):
+every request's ``Host`` header must name the server (``AllowedHosts``: the loopback names and
+the bound address with its port, plus ``serve.allowed_hosts``; a server bound to every interface
+takes any host unless that setting is given), which defeats DNS rebinding; a POST body must be
+``Content-Type: application/json`` (415 otherwise), which a page can send elsewhere only after a
+CORS preflight; and no CORS header is ever sent, so the preflight fails.
+
 The limits come from ``ServeSettings`` (params section ``serve``): bodies over
 ``max_body_bytes`` get 413; agent calls run in their own threads, at most
 ``max_concurrent_calls`` at once, and one not answered within ``request_timeout_s`` gets 504,
@@ -21,7 +28,7 @@ import socket
 import threading
 import time
 import uuid
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from enigma.agents.config import ServeSettings
 from enigma.contracts import Turn
@@ -107,6 +114,84 @@ class _BodyLimit:
         await _error(413, message, "invalid_request_error")(scope, receive, send)
 
 
+class AllowedHosts:
+    """The ``Host`` headers a server bound to ``bind_host``:``port`` answers: ``127.0.0.1``,
+    ``localhost`` and ``[::1]`` and the bound address itself, each with the port (without it on
+    port 80), and the entries of ``serve.allowed_hosts`` (``name``: any port; ``name:port``; ``*``:
+    any host). Bound to every interface (``0.0.0.0``, ``::``) with no entries, any host: such a
+    server is meant to be reached by names it cannot know (a warning asks for a key)."""
+
+    LOOPBACK = ("127.0.0.1", "localhost", "[::1]")
+
+    def __init__(self, bind_host: str, port: int, extra: Sequence[str] = ()):
+        extra = [e.strip().lower() for e in extra]
+        self.any = "*" in extra or (_is_wildcard(bind_host) and not extra)
+        names = list(self.LOOPBACK)
+        if not _is_wildcard(bind_host):
+            names.append(_as_host_header(bind_host.strip().lower()))
+        self.exact = {f"{n}:{port}" for n in names} | (set(names) if port == 80 else set())
+        self.exact |= {e for e in extra if _split_port(e)[1] is not None}
+        self.any_port = {e for e in extra if e != "*" and _split_port(e)[1] is None}
+        self.shown = sorted(self.exact) + [f"{n} (any port)" for n in sorted(self.any_port)]
+
+    def allows(self, host: str | None) -> bool:
+        if self.any:
+            return True
+        if not host:
+            return False
+        host = host.strip().lower()
+        return host in self.exact or _split_port(host)[0] in self.any_port
+
+
+def _is_wildcard(host: str) -> bool:
+    host = host.strip()
+    if not host:
+        return True
+    try:
+        return ipaddress.ip_address(host).is_unspecified
+    except ValueError:
+        return False
+
+
+def _as_host_header(host: str) -> str:
+    """An IPv6 address as a Host header writes it: in brackets."""
+    try:
+        return f"[{host}]" if ipaddress.ip_address(host).version == 6 else host
+    except ValueError:
+        return host
+
+
+def _split_port(host: str) -> tuple[str, str | None]:
+    """``("name", "port")`` of ``name:port`` or ``[v6]:port``; ``(host, None)`` without a port."""
+    if host.startswith("["):
+        end = host.find("]")
+        rest = host[end + 1 :] if end >= 0 else ""
+        return (host[: end + 1], rest[1:]) if rest.startswith(":") else (host, None)
+    name, sep, port = host.rpartition(":")
+    return (name, port) if sep and ":" not in name else (host, None)
+
+
+class _HostCheck:
+    """ASGI middleware: a request whose ``Host`` header does not name this server gets 400
+    before anything else is read (a DNS-rebinding page sends its own name there)."""
+
+    def __init__(self, app, allowed: AllowedHosts):
+        self.app = app
+        self.allowed = allowed
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http" or self.allowed.any:
+            return await self.app(scope, receive, send)
+        host = dict(scope["headers"]).get(b"host")
+        text = host.decode("latin-1") if host is not None else None
+        if self.allowed.allows(text):
+            return await self.app(scope, receive, send)
+        given = "no Host header" if text is None else f"Host header {text[:100]!r}"
+        message = (f"{given}: this server answers only to {', '.join(self.allowed.shown)} "
+                   "(serve.allowed_hosts adds names)")
+        await _error(400, message, "invalid_request_error")(scope, receive, send)
+
+
 def _error(status: int, message: str, kind: str, error_id: str | None = None):
     from fastapi.responses import JSONResponse
 
@@ -167,12 +252,15 @@ def _reply_problem(replies: Any, n: int) -> str | None:
     return None
 
 
-def create_app(agent: Any, model_name: str, api_key: str | None = None, settings: ServeSettings | None = None):
+def create_app(agent: Any, model_name: str, api_key: str | None = None, settings: ServeSettings | None = None,
+               host: str = "127.0.0.1", port: int = 8000):
+    """The server's ASGI app; ``host`` and ``port`` are where it is bound (the Host headers it takes)."""
     from fastapi import FastAPI, Request
 
     settings = settings or ServeSettings()
     app = FastAPI(title=f"enigma serve: {model_name}")
     app.add_middleware(_BodyLimit, max_bytes=settings.max_body_bytes)
+    app.add_middleware(_HostCheck, allowed=AllowedHosts(host, port, settings.allowed_hosts))  # the outer one: first
     calls = _AgentCalls(settings.max_concurrent_calls, settings.request_timeout_s)
 
     def authorised(request: Request) -> bool:
@@ -200,6 +288,10 @@ def create_app(agent: Any, model_name: str, api_key: str | None = None, settings
         # 422 to a bad one, before the key is checked
         if not authorised(request):
             return _error(401, "missing or wrong API key", "authentication_error")
+        media = request.headers.get("content-type", "").partition(";")[0].strip().lower()
+        if media != "application/json":  # a page can send text/plain or a form anywhere, JSON only after a preflight
+            given = f"got {media[:100]!r}" if media else "none given"
+            return _error(415, f"Content-Type: expected application/json ({given})", "invalid_request_error")
         try:
             try:
                 body = await request.json()
@@ -293,5 +385,6 @@ def serve(agent: Any, model_name: str, host: str = "127.0.0.1", port: int = 8000
     # this module's log (agent failures with their tracebacks) goes where uvicorn's own goes
     log_config = copy.deepcopy(LOGGING_CONFIG)
     log_config["loggers"]["enigma"] = {"handlers": ["default"], "level": "INFO", "propagate": False}
-    uvicorn.run(create_app(agent, model_name, api_key, settings), host=host, port=port, log_level=log_level,
+    uvicorn.run(create_app(agent, model_name, api_key, settings, host=host, port=port), host=host, port=port,
+                log_level=log_level,
                 log_config=log_config)
