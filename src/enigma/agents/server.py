@@ -1,7 +1,8 @@
 """Serving any agent as an OpenAI-compatible endpoint (``enigma serve``).
 
 Routes: ``GET /v1/models``, ``POST /v1/chat/completions`` (``n`` and ``seed`` honoured; system
-messages are dropped because the agent interface has no system turn), ``GET /health``.
+messages are dropped because the agent interface has no system turn; ``stream: true`` answers
+with server-sent events, each reply whole in one chunk), ``GET /health``.
 When ``api_key`` is given, requests must carry it as a Bearer token.
 
 A page in the user's browser must not be able to drive a local server (issue 73, item 13):
@@ -237,6 +238,12 @@ class _AgentCalls:
             return await done
 
 
+def _shown(value: Any) -> str:
+    """A request's value as an error message quotes it: JSON, cut short."""
+    text = json.dumps(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 def _reply_problem(replies: Any, n: int) -> str | None:
     """What is wrong with an agent's answer to a request for ``n`` replies, or None."""
     if not isinstance(replies, (list, tuple)):
@@ -306,10 +313,13 @@ def create_app(agent: Any, model_name: str, api_key: str | None = None, settings
             history = history_from_messages(body.get("messages"))
             n = body.get("n", 1)
             if not isinstance(n, int) or isinstance(n, bool) or not 1 <= n <= MAX_N:
-                raise ValueError(f"n: expected an integer from 1 to {MAX_N}, got {n!r}")
+                raise ValueError(f"n: expected an integer from 1 to {MAX_N}, got {_shown(n)}")
             seed = body.get("seed")
             if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool)):
-                raise ValueError(f"seed: expected an integer, got {seed!r}")
+                raise ValueError(f"seed: expected an integer, got {_shown(seed)}")
+            stream = body.get("stream")
+            if stream is not None and not isinstance(stream, bool):
+                raise ValueError(f"stream: expected true or false, got {_shown(stream)}")
         except ValueError as exc:
             return _error(400, str(exc), "invalid_request_error")
         error_id = uuid.uuid4().hex[:12]
@@ -325,11 +335,15 @@ def create_app(agent: Any, model_name: str, api_key: str | None = None, settings
         if problem:
             log.error("error id %s: the agent's answer is malformed: %s", error_id, problem)
             return agent_error(500, "server_error", "the agent returned a malformed answer", error_id)
+        head = {"id": f"chatcmpl-{uuid.uuid4().hex}", "created": int(time.time()), "model": model_name}
+        if stream:
+            from fastapi.responses import StreamingResponse
+
+            return StreamingResponse(_sse_chunks(head, replies[:n]), media_type="text/event-stream",
+                                     headers={"Cache-Control": "no-cache"})
         return {
-            "id": f"chatcmpl-{uuid.uuid4().hex}",
+            **head,
             "object": "chat.completion",
-            "created": int(time.time()),
-            "model": model_name,
             "choices": [
                 {"index": i, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
                 for i, text in enumerate(replies[:n])
@@ -337,6 +351,22 @@ def create_app(agent: Any, model_name: str, api_key: str | None = None, settings
         }
 
     return app
+
+
+def _sse_chunks(head: dict, replies: Sequence[str]):
+    """The whole replies as the OpenAI API streams them (server-sent events): per choice one
+    ``chat.completion.chunk`` whose delta is the role and all of the text (the agent answers whole
+    replies, not tokens), then one chunk per choice with ``finish_reason`` and an empty delta, then
+    ``data: [DONE]``."""
+
+    def event(choices: list[dict]) -> bytes:
+        return f"data: {json.dumps({**head, 'object': 'chat.completion.chunk', 'choices': choices})}\n\n".encode()
+
+    for i, text in enumerate(replies):
+        yield event([{"index": i, "delta": {"role": "assistant", "content": text}, "finish_reason": None}])
+    for i in range(len(replies)):
+        yield event([{"index": i, "delta": {}, "finish_reason": "stop"}])
+    yield b"data: [DONE]\n\n"
 
 
 def check_bind(host: str, port: int) -> bool:
