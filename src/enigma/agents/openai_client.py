@@ -9,11 +9,16 @@ again for the remainder.
 
 The API key is read from the environment variable named in the settings (stripped and checked
 there: ``enigma.agents.apikey``), sent only in the Authorization header, and scrubbed from every
-error message before anything is cut short; ``repr`` shows only whether it is set.
+error message before anything is cut short; ``repr`` shows only whether it is set. Credentials in
+the base URL (``http://user:password@host/v1``, sent by the HTTP client as Basic auth) are held
+the same way: ``base_url``, ``url``, ``repr``, the fingerprint's parts and every message show the
+URL with ``***`` in their place, and they are scrubbed from what a server echoes back (as they are
+and as the Basic token).
 """
 
 from __future__ import annotations
 
+import base64
 import email.utils
 import math
 import random
@@ -22,10 +27,11 @@ import time
 from datetime import datetime, timezone
 from typing import Any
 
-from enigma.agents.apikey import read_api_key
+from enigma.agents.apikey import Secret, read_api_key
 from enigma.agents.config import OpenAISettings
 from enigma.agents.errors import AgentCallError, AgentSpecError
 from enigma.contracts import History
+from enigma.redaction import redact_userinfo
 
 _ROLE = {"user": "user", "agent": "assistant"}
 _RETRY_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
@@ -54,21 +60,37 @@ def retry_after_s(value: str | None, now: datetime | None = None) -> float | Non
     return max(seconds, 0.0)
 
 
+def _url_secrets(url) -> list[Secret]:
+    """The credentials of an ``httpx.URL`` in the forms a message can hold them: the user
+    information as written (percent-encoded) and decoded, the password (or, with none, the user:
+    a token), and the Basic token the HTTP client makes of them."""
+    user, password = url.username, url.password
+    if not (user or password):
+        return []
+    raw = url.userinfo.decode("ascii", "replace")
+    basic = base64.b64encode(f"{user}:{password}".encode()).decode()
+    values = {raw, f"{user}:{password}", password or user, basic}
+    return [Secret(v) for v in values if v]
+
+
 class OpenAIAgent:
     def __init__(self, base_url: str, model: str, settings: OpenAISettings | None = None):
         import httpx
 
+        shown = redact_userinfo(base_url.rstrip("/"))
         if not model:
-            raise AgentSpecError(f"openai agent at {base_url}: model name missing (use '#<model>')")
+            raise AgentSpecError(f"openai agent at {shown}: model name missing (use '#<model>')")
         self.settings = settings or OpenAISettings()
-        self.base_url = base_url.rstrip("/")
+        self.base_url = shown  # what is shown; the request goes to _url, credentials and all
         self.model = model
-        self.url = f"{self.base_url}/chat/completions"
+        self.url = f"{shown}/chat/completions"
+        self._url = f"{base_url.rstrip('/')}/chat/completions"
         try:
-            httpx.URL(self.url)
+            parsed = httpx.URL(self._url)
         except httpx.InvalidURL as exc:
-            raise AgentSpecError(f"openai agent at {base_url!r}: not a valid URL ({exc})") from None
+            raise AgentSpecError(redact_userinfo(f"openai agent at {shown!r}: not a valid URL ({exc})")) from None
         self._key = read_api_key(self.settings.api_key_env)
+        self._url_secrets = _url_secrets(parsed)
         self.concurrency = self.settings.concurrency
         self._sem = threading.BoundedSemaphore(self.settings.concurrency)
         self._client = httpx.Client(
@@ -77,12 +99,17 @@ class OpenAIAgent:
         )
 
     # ---- helpers -------------------------------------------------------------------------
+    def _scrub(self, text: str) -> str:
+        for secret in (self._key, *self._url_secrets):
+            text = secret.scrub(text)
+        return redact_userinfo(text)
+
     def _snippet(self, text: str) -> str:
         # scrubbed first: a cut could split the key into pieces the scrub no longer sees whole
-        return repr(self._key.scrub(text)[:_SNIPPET])
+        return repr(self._scrub(text)[:_SNIPPET])
 
     def _fail(self, msg: str) -> AgentCallError:
-        return AgentCallError(self._key.scrub(f"{self.url} (model {self.model!r}): {msg}"))
+        return AgentCallError(self._scrub(f"{self.url} (model {self.model!r}): {msg}"))
 
     def _headers(self) -> dict[str, str]:
         key = self._key.get()
@@ -103,7 +130,7 @@ class OpenAIAgent:
             asked = None
             try:
                 with self._sem:
-                    r = self._client.post(self.url, json=body, headers=self._headers())
+                    r = self._client.post(self._url, json=body, headers=self._headers())
             except httpx.TimeoutException:
                 last = f"timed out after {s.timeout_s:g}s"
                 continue
