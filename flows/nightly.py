@@ -114,7 +114,7 @@ def _score_each(
     if cfg.knowledge is not None:
         for a in new:
             if unsourced_stand_in(a.spec, params.sample.agents):
-                errors[a.name]["knowledge"] = f"nightly.knowledge {cfg.knowledge!r} with agent spec {a.spec!r}: {STAND_IN_REFUSAL}"
+                errors[a.name]["knowledge"] = f"nightly.knowledge {cfg.knowledge!r} with agent spec {a.shown!r}: {STAND_IN_REFUSAL}"
     by_run = {
         sampler.submit(store, store_digest, a.spec, str(targets_dir / f"{a.name}-{a.fingerprint}.parquet"), params,
                        exclude_agents=(a.name,)): a
@@ -132,7 +132,7 @@ def _score_each(
         for est in cfg.estimators:
             score_futures[(a.name, est)] = score_agent.submit(
                 store, store_digest, params, est, a.name, a.fingerprint, targets,
-                str(Path(cfg.work_dir) / "results"), labels={"spec": a.spec}, knowledge=cfg.knowledge,
+                str(Path(cfg.work_dir) / "results"), labels={"spec": a.shown}, knowledge=cfg.knowledge,
             )
     scores = {}
     for (name, est), f in score_futures.items():
@@ -192,7 +192,7 @@ def _write_report(cfg: NightlyConfig, stamp: str, new: list[RegisteredAgent], sc
         "level": cfg.interval_level,
         "agents": {
             a.name: {
-                "spec": a.spec,
+                "spec": a.shown,
                 "fingerprint": a.fingerprint,
                 "status": "failed" if errors[a.name] else "ok",
                 "estimates": {s["estimator"]: s["estimates"] for (n, _), s in scores.items() if n == a.name},
@@ -223,7 +223,7 @@ def _tracked_results(new: list[RegisteredAgent], cfg: NightlyConfig, scores: dic
     metrics (rank, difference with the incumbent and its interval, both intervals) and the
     incumbent as a param. A failure is one too (status FAILED, the reason in its ``error``
     tag): for the estimator that failed, or for every estimator when the agent's sampling failed."""
-    spec = {a.name: a.spec for a in new}
+    spec = {a.name: a.shown for a in new}
     results = [
         {
             "agent_id": name,

@@ -27,6 +27,7 @@ CONFIG_MODULES = {
     "enigma.evaluation.config",
     "enigma.ope.config",
     "enigma.pipeline.config",
+    "enigma.redaction",  # not a section: hides credentials in its error messages; imports nothing
     "enigma.rollouts.config",
     "enigma.sampling.config",
     "enigma.sim.config",

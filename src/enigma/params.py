@@ -27,6 +27,7 @@ from enigma.encoders.config import STAND_IN_REFUSAL, EncodeConfig
 from enigma.evaluation.config import ReportConfig
 from enigma.ope.config import ENIGMA_DEFAULT
 from enigma.pipeline.config import Benchmark, BenchmarkConfig, NightlyConfig, PipelineConfig
+from enigma.redaction import redact_userinfo
 from enigma.sampling.config import SampleConfig
 from enigma.sim.config import SimulateConfig
 from enigma.store.config import IngestConfig
@@ -199,7 +200,8 @@ class Params(BaseModel):
             # a check across sections has no location: its message starts with the section's key
             named = re.match(r"Value error, (\w+)[.:]", first["msg"])
             section = first["loc"][0] if first["loc"] else named.group(1) if named else "?"
-            raise ParamsError(f"{source}: section '{section}': {exc}") from exc
+            # from None: pydantic's own error, chained, would print the values in a traceback
+            raise ParamsError(f"{source}: section '{section}': {describe_errors(exc)}") from None
 
     def with_overrides(self, section: str, **values: Any) -> BaseModel:
         """Section ``section`` with the given values (None: left as it is) put in and checked, as
@@ -209,7 +211,35 @@ class Params(BaseModel):
         try:
             return type(current).model_validate({**current.model_dump(), **update})
         except ValidationError as exc:
-            raise ParamsError(f"section '{section}' with {update}: {exc}") from exc
+            raise ParamsError(redact_userinfo(f"section '{section}' with {update}: {describe_errors(exc)}")) from None
+
+
+# A field whose name says it holds a secret: its value is never quoted in an error.
+SECRET_NAME = re.compile(r"(?i)(key|secret|token|passw|pwd|credential|auth|cookie|bearer)")
+
+
+def describe_errors(exc: ValidationError) -> str:
+    """pydantic's report of ``exc`` (each error's location, message, type) quoting a value only
+    where it cannot be a secret pasted into the file (issue 73, item 9): never the value of an
+    unknown key (``sample.agents.openai.api_key: sk-...``, where only ``api_key_env`` exists), of a
+    field whose name says secret (key, token, password...), or a mapping or list (it holds other
+    keys' values); a string quoted has the credentials of any URL in it hidden, and so has every
+    message (a check's own message may quote a spec)."""
+    errors = exc.errors(include_url=False)
+    lines = [f"{len(errors)} validation error{'s' if len(errors) != 1 else ''} for {exc.title}"]
+    for e in errors:
+        loc = ".".join(str(part) for part in e["loc"])
+        value, kind = e.get("input"), e["type"]
+        secret = kind == "extra_forbidden" or any(SECRET_NAME.search(str(part)) for part in e["loc"])
+        facts = [f"type={kind}"]
+        if not secret and (value is None or isinstance(value, (str, int, float, bool))):
+            shown = repr(value)
+            facts.append(f"input_value={shown if len(shown) <= 80 else shown[:77] + '...'}")
+        facts.append(f"input_type={type(value).__name__}")
+        if loc:
+            lines.append(loc)
+        lines.append(f"  {e['msg']} [{', '.join(facts)}]")
+    return redact_userinfo("\n".join(lines))
 
 
 def load_yaml(path: str | Path, _chain: tuple[Path, ...] = ()) -> dict[str, Any]:

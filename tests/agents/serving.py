@@ -52,15 +52,19 @@ def serve_process(argv: list[str], port: int, cwd: Path, env: dict[str, str], lo
 
 
 def http_server(handler_fn):
-    """A real HTTP server on 127.0.0.1 whose POST answer is ``handler_fn(handler) -> (status, body)``."""
+    """A real HTTP server on 127.0.0.1 whose POST answer is ``handler_fn(handler) -> (status, body)``
+    or ``(status, body, headers)``."""
 
     class H(BaseHTTPRequestHandler):
         def do_POST(self):
             self.rfile.read(int(self.headers.get("Content-Length", 0)))
-            status, body = handler_fn(self)
+            status, body, *more = handler_fn(self)
+            headers = more[0] if more else {}
             data = body.encode() if isinstance(body, str) else json.dumps(body).encode()
             try:
                 self.send_response(status)
+                for name, value in headers.items():
+                    self.send_header(name, value)
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)

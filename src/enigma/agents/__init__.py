@@ -13,7 +13,7 @@ from typing import Any
 from enigma.agents.config import APPROXIMATION_LABEL, AgentSettings, is_retrieval_stand_in, unsourced_stand_in
 from enigma.agents.errors import AgentCallError, AgentSpecError
 from enigma.agents.fingerprint import agent_fingerprint, digest, state_hash
-from enigma.agents.spec import KINDS, AgentSpec, parse_spec
+from enigma.agents.spec import KINDS, AgentSpec, parse_spec, shown_spec
 from enigma.contracts import Agent
 
 __all__ = [
@@ -28,6 +28,7 @@ __all__ = [
     "unsourced_stand_in_table",
     "load_agent",
     "parse_spec",
+    "shown_spec",
     "state_hash",
 ]
 
@@ -82,13 +83,15 @@ def load_agent(spec: str, settings: AgentSettings | None = None) -> Agent:
 
 
 def fingerprint(spec: str, agent: Any) -> str:
-    """A 16-hex digest that changes when the agent's spec, files or settings change."""
+    """A 16-hex digest that changes when the agent's spec, files or settings change. Credentials
+    in a base URL do not go into it (``AgentSpec.shown``), as an API key does not: they do not
+    change the agent's replies, and a digest of a short password could be searched for."""
     s = parse_spec(spec)
     if s.kind == "python":
         from enigma.agents.python_agent import python_fingerprint_parts
 
-        return digest({"spec": s.raw, "python": python_fingerprint_parts(s, agent)})
-    return agent_fingerprint(s.raw, agent)
+        return digest({"spec": s.shown, "python": python_fingerprint_parts(s, agent)})
+    return agent_fingerprint(s.shown, agent)
 
 
 def approximation_label(spec: str) -> str | None:

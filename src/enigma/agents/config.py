@@ -4,7 +4,7 @@ settings alone, which params.yaml's check of a benchmark's knowledge base reads.
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 
 class _Strict(BaseModel):
@@ -36,6 +36,11 @@ class OpenAISettings(_Strict):
     max_retries: int = Field(3, ge=0)
     backoff_s: float = Field(0.5, ge=0)
     backoff_max_s: float = Field(8.0, ge=0)
+    # A 429 or 503 (any retried status) with ``Retry-After`` (seconds or an HTTP date) is retried
+    # after the wait the server asks for, not the backoff, if that wait is at most this; a longer
+    # one (a quota reset tomorrow: ``Retry-After: 86400``) fails the call at once, naming the wait,
+    # instead of asking again before the server said to or blocking the run for a day.
+    retry_after_max_s: float = Field(60.0, ge=0)
     concurrency: int = Field(4, ge=1)
     temperature: float = Field(0.7, ge=0)
     top_p: float = Field(0.9, gt=0, le=1)
@@ -77,6 +82,19 @@ class ServeSettings(_Strict):
     # Agent calls running at once. A call past its timeout cannot be stopped (it is a Python
     # thread); it keeps its slot until it returns, so hung calls never pile up threads.
     max_concurrent_calls: int = Field(8, ge=1)
+    # Host headers answered besides 127.0.0.1, localhost, [::1] and the bound address (each with
+    # the port): "name" (any port), "name:port", or "*" (any). Any other Host gets 400, so a web
+    # page cannot reach the server by DNS rebinding. Empty on a server bound to every interface
+    # (--host 0.0.0.0): any host, since its names are unknown here; list them to restrict it.
+    allowed_hosts: list[str] = []
+
+    @field_validator("allowed_hosts")
+    @classmethod
+    def _host_names(cls, hosts: list[str]) -> list[str]:
+        for h in hosts:
+            if not h.strip() or any(c.isspace() or c in "/@?#" for c in h.strip()):
+                raise ValueError(f"{h!r}: expected a host name or address, optionally with :port, or '*'")
+        return hosts
 
 
 # Labels shown wherever a kind's results appear (reports, MLflow tags, sampling output).

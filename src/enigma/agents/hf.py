@@ -21,6 +21,7 @@ from enigma.agents.config import HFSettings
 from enigma.agents.errors import AgentSpecError
 from enigma.agents.fingerprint import digest, file_identity, tree_identity
 from enigma.contracts import History
+from enigma.model_loading import MODEL_LOAD_LOCK
 
 log = logging.getLogger(__name__)
 
@@ -51,13 +52,14 @@ def convert_gguf(gguf: Path, cache_dir: Path) -> Path:
     out = cache_dir / f"{gguf.stem}-{digest(ident)}"
     if (out / "config.json").is_file():
         return out
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
     log.info("converting %s to a model directory in %s (once)", gguf, out)
     tmp = cache_dir / f".{out.name}-{uuid.uuid4().hex}"
     try:
-        tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
-        model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name)
+        with MODEL_LOAD_LOCK:  # transformers' lazy import is not thread-safe (enigma.model_loading)
+            from transformers import AutoModelForCausalLM, AutoTokenizer
+
+            tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+            model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name)
         # transformers dequantises GGUF tensors on load, yet keeps the GGUF quantiser attached,
         # which refuses to save: the weights are plain floats, so drop it and save them as such.
         model.hf_quantizer = None
@@ -88,11 +90,13 @@ class HFAgent:
         self.model_dir = model_dir
 
         import torch
-        from transformers import AutoModelForCausalLM, AutoTokenizer
 
         try:
-            self.tokenizer = AutoTokenizer.from_pretrained(model_dir)
-            self.model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+            with MODEL_LOAD_LOCK:  # transformers' lazy import is not thread-safe (enigma.model_loading)
+                from transformers import AutoModelForCausalLM, AutoTokenizer
+
+                self.tokenizer = AutoTokenizer.from_pretrained(model_dir)
+                self.model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
         except (OSError, ValueError) as exc:
             raise AgentSpecError(f"hf checkpoint {self.path}: cannot load ({exc})") from exc
         device = self.settings.device

@@ -2,46 +2,95 @@
 chat-completions API (vLLM, llama.cpp server, ``enigma serve``).
 
 Timeouts, retries with exponential backoff and jitter (on connection errors, timeouts, 429
-and 5xx), bounded concurrency (``concurrency`` requests in flight; the sampler uses as many
-threads). Servers that ignore ``n`` are asked again for the remainder.
+and 5xx; an answer with ``Retry-After`` is retried after the wait it asks for, up to
+``retry_after_max_s``, and fails at once past that), bounded concurrency (``concurrency``
+requests in flight; the sampler uses as many threads). Servers that ignore ``n`` are asked
+again for the remainder.
 
 The API key is read from the environment variable named in the settings (stripped and checked
 there: ``enigma.agents.apikey``), sent only in the Authorization header, and scrubbed from every
-error message before anything is cut short; ``repr`` shows only whether it is set.
+error message before anything is cut short; ``repr`` shows only whether it is set. Credentials in
+the base URL (``http://user:password@host/v1``, sent by the HTTP client as Basic auth) are held
+the same way: ``base_url``, ``url``, ``repr``, the fingerprint's parts and every message show the
+URL with ``***`` in their place, and they are scrubbed from what a server echoes back (as they are
+and as the Basic token).
 """
 
 from __future__ import annotations
 
+import base64
+import email.utils
+import math
 import random
 import threading
 import time
+from datetime import datetime, timezone
 from typing import Any
 
-from enigma.agents.apikey import read_api_key
+from enigma.agents.apikey import Secret, read_api_key
 from enigma.agents.config import OpenAISettings
 from enigma.agents.errors import AgentCallError, AgentSpecError
 from enigma.contracts import History
+from enigma.redaction import redact_userinfo
 
 _ROLE = {"user": "user", "agent": "assistant"}
 _RETRY_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
 _SNIPPET = 200
 
 
+def retry_after_s(value: str | None, now: datetime | None = None) -> float | None:
+    """The wait a ``Retry-After`` header asks for, in seconds (``120``, or an HTTP date such as
+    ``Wed, 21 Oct 2026 07:28:00 GMT``: the time until then, 0 if past); None when there is no
+    header or it is neither."""
+    if value is None:
+        return None
+    value = value.strip()
+    try:
+        seconds = float(value)
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError, IndexError):
+            return None
+        if when.tzinfo is None:  # an HTTP date is GMT
+            when = when.replace(tzinfo=timezone.utc)
+        seconds = (when - (now or datetime.now(timezone.utc))).total_seconds()
+    if not math.isfinite(seconds):
+        return None
+    return max(seconds, 0.0)
+
+
+def _url_secrets(url) -> list[Secret]:
+    """The credentials of an ``httpx.URL`` in the forms a message can hold them: the user
+    information as written (percent-encoded) and decoded, the password (or, with none, the user:
+    a token), and the Basic token the HTTP client makes of them."""
+    user, password = url.username, url.password
+    if not (user or password):
+        return []
+    raw = url.userinfo.decode("ascii", "replace")
+    basic = base64.b64encode(f"{user}:{password}".encode()).decode()
+    values = {raw, f"{user}:{password}", password or user, basic}
+    return [Secret(v) for v in values if v]
+
+
 class OpenAIAgent:
     def __init__(self, base_url: str, model: str, settings: OpenAISettings | None = None):
         import httpx
 
+        shown = redact_userinfo(base_url.rstrip("/"))
         if not model:
-            raise AgentSpecError(f"openai agent at {base_url}: model name missing (use '#<model>')")
+            raise AgentSpecError(f"openai agent at {shown}: model name missing (use '#<model>')")
         self.settings = settings or OpenAISettings()
-        self.base_url = base_url.rstrip("/")
+        self.base_url = shown  # what is shown; the request goes to _url, credentials and all
         self.model = model
-        self.url = f"{self.base_url}/chat/completions"
+        self.url = f"{shown}/chat/completions"
+        self._url = f"{base_url.rstrip('/')}/chat/completions"
         try:
-            httpx.URL(self.url)
+            parsed = httpx.URL(self._url)
         except httpx.InvalidURL as exc:
-            raise AgentSpecError(f"openai agent at {base_url!r}: not a valid URL ({exc})") from None
+            raise AgentSpecError(redact_userinfo(f"openai agent at {shown!r}: not a valid URL ({exc})")) from None
         self._key = read_api_key(self.settings.api_key_env)
+        self._url_secrets = _url_secrets(parsed)
         self.concurrency = self.settings.concurrency
         self._sem = threading.BoundedSemaphore(self.settings.concurrency)
         self._client = httpx.Client(
@@ -50,12 +99,17 @@ class OpenAIAgent:
         )
 
     # ---- helpers -------------------------------------------------------------------------
+    def _scrub(self, text: str) -> str:
+        for secret in (self._key, *self._url_secrets):
+            text = secret.scrub(text)
+        return redact_userinfo(text)
+
     def _snippet(self, text: str) -> str:
         # scrubbed first: a cut could split the key into pieces the scrub no longer sees whole
-        return repr(self._key.scrub(text)[:_SNIPPET])
+        return repr(self._scrub(text)[:_SNIPPET])
 
     def _fail(self, msg: str) -> AgentCallError:
-        return AgentCallError(self._key.scrub(f"{self.url} (model {self.model!r}): {msg}"))
+        return AgentCallError(self._scrub(f"{self.url} (model {self.model!r}): {msg}"))
 
     def _headers(self) -> dict[str, str]:
         key = self._key.get()
@@ -66,13 +120,17 @@ class OpenAIAgent:
 
         s = self.settings
         last = "no attempt made"
+        asked: float | None = None  # the wait the last answer's Retry-After asked for
         for attempt in range(s.max_retries + 1):
-            if attempt:
+            if attempt and asked is not None:
+                time.sleep(asked)  # what the server asked for, not less (and no jitter below it)
+            elif attempt:
                 delay = min(s.backoff_s * 2 ** (attempt - 1), s.backoff_max_s)
                 time.sleep(delay * (0.5 + random.random() / 2))
+            asked = None
             try:
                 with self._sem:
-                    r = self._client.post(self.url, json=body, headers=self._headers())
+                    r = self._client.post(self._url, json=body, headers=self._headers())
             except httpx.TimeoutException:
                 last = f"timed out after {s.timeout_s:g}s"
                 continue
@@ -86,6 +144,10 @@ class OpenAIAgent:
                 continue
             if r.status_code in _RETRY_STATUS:
                 last = f"HTTP {r.status_code}: {self._snippet(r.text)}"
+                asked = retry_after_s(r.headers.get("retry-after"))
+                if asked is not None and asked > s.retry_after_max_s:
+                    raise self._fail(f"{last}; the server asks to wait {asked:g}s before asking again (Retry-After), "
+                                     f"over sample.agents.openai.retry_after_max_s = {s.retry_after_max_s:g}s: not retried")
                 continue
             if r.status_code >= 400:
                 raise self._fail(f"HTTP {r.status_code}: {self._snippet(r.text)}")

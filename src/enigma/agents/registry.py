@@ -13,7 +13,9 @@ A registry is either
   made from ``checkpoint_spec`` (``{path}`` is replaced by the entry's absolute path).
 
 Each agent gets a fingerprint (its spec, plus sizes and times of a checkpoint's files), so that
-an agent whose checkpoint is replaced under the same name counts as new.
+an agent whose checkpoint is replaced under the same name counts as new. Credentials in a spec's
+URL (``openai:http://user:password@host/v1#m``) are in neither the fingerprint nor anything
+written: ``RegisteredAgent.shown`` is the spec reports, logs and the seen file hold.
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ from typing import Any
 
 import yaml
 
+from enigma.redaction import redact_userinfo
+
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
 
 
@@ -39,12 +43,18 @@ class RegistryError(ValueError):
 @dataclass(frozen=True)
 class RegisteredAgent:
     name: str
-    spec: str
+    spec: str  # as written: what loads the agent, credentials and all; never shown
     fingerprint: str
+
+    @property
+    def shown(self) -> str:
+        """The spec as reports, logs and the seen file hold it: credentials in a URL hidden."""
+        return redact_userinfo(self.spec)
 
 
 def _fingerprint(spec: str, path: Path | None = None) -> str:
-    h = hashlib.sha256(spec.encode())
+    # credentials do not change the agent, and a digest of a short password could be searched for
+    h = hashlib.sha256(redact_userinfo(spec).encode())
     if path is not None:
         files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
         for f in files:
@@ -140,7 +150,7 @@ class SeenAgents:
     def mark(self, agent: RegisteredAgent, **info: Any) -> None:
         self.entries[agent.name] = {
             "fingerprint": agent.fingerprint,
-            "spec": agent.spec,
+            "spec": agent.shown,
             "evaluated_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
             **info,
         }

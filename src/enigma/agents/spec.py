@@ -9,6 +9,10 @@ A spec names an agent in one string, usable on the command line and in params.ya
 - ``transcripts-onsupport:<store dir>?store=<experience dir>[&agent=<id>]``  the same, snapped
   to the nearest logged reply of an experience store
 - ``table:<parquet file>``               precomputed replies keyed by dialog_id and turn_index
+
+An openai base URL may carry credentials (``http://user:password@host/v1``): they go to the
+server and nowhere else. Every message here shows the spec with them replaced by ``***``
+(``enigma.redaction``), and so do ``AgentSpec``'s ``str``, ``repr`` and ``shown``.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from urllib.parse import parse_qsl
 
 from enigma import python_spec
 from enigma.agents.errors import AgentSpecError
+from enigma.redaction import redact_userinfo
 
 KINDS = ("python", "hf", "openai", "transcripts", "transcripts-onsupport", "table")
 
@@ -33,11 +38,34 @@ class AgentSpec:
     options: dict[str, str] = field(default_factory=dict)
     raw: str = ""
 
+    @property
+    def shown(self) -> str:
+        """The spec as any message, log, report or cache shows it: credentials in a URL hidden."""
+        return redact_userinfo(self.raw)
+
     def __str__(self) -> str:
-        return self.raw
+        return self.shown
+
+    def __repr__(self) -> str:
+        return (f"AgentSpec(kind={self.kind!r}, target={redact_userinfo(self.target)!r}, model={self.model!r}, "
+                f"options={self.options!r}, raw={self.shown!r})")
+
+
+def shown_spec(spec: str) -> str:
+    """A spec string as messages, logs, reports and caches show it: credentials in a URL hidden."""
+    return redact_userinfo(spec) if isinstance(spec, str) else spec
 
 
 def parse_spec(spec: str) -> AgentSpec:
+    """The parts of a spec string; ``AgentSpecError`` naming the spec (its credentials hidden)
+    and what is wrong with it."""
+    try:
+        return _parse(spec)
+    except AgentSpecError as exc:
+        raise AgentSpecError(shown_spec(str(exc))) from None
+
+
+def _parse(spec: str) -> AgentSpec:
     if not isinstance(spec, str) or not spec.strip():
         raise AgentSpecError(f"agent spec {spec!r}: empty; expected '<kind>:<target>' with kind one of {', '.join(KINDS)}")
     spec = spec.strip()

@@ -30,18 +30,20 @@ def register(app: typer.Typer) -> None:
     @user_errors
     def serve_cmd(
         spec: str = typer.Argument(..., help="agent spec, e.g. python:enigma.sim.sellers:<id> or hf:<dir>"),
-        port: int = typer.Option(8000, "--port", "-p", help="port on the host"),
-        host: str = typer.Option("127.0.0.1", help="interface to listen on (local only by default)"),
-        model_name: Optional[str] = typer.Option(None, "--model-name", help="name reported by /v1/models (default: the spec)"),
+        port: int = typer.Option(8000, "--port", "-p", help="port on the host (1 to 65535)"),
+        host: str = typer.Option("127.0.0.1", help="interface to listen on (local only by default; "
+                                 "any other without --api-key-env gets a warning)"),
+        model_name: Optional[str] = typer.Option(None, "--model-name", help="name reported by /v1/models (default: the spec, "
+                                                 "credentials in a URL hidden)"),
         api_key_env: Optional[str] = typer.Option(
             None, "--api-key-env", help="require the key held in this environment variable as a Bearer token"
         ),
         params: Optional[Path] = typer.Option(None, "--params", help=f"{PARAMS_HELP} (sections 'sample.agents' and 'serve')"),
     ):
         """Expose an agent as an OpenAI-compatible /v1/chat/completions endpoint."""
-        from enigma.agents import load_agent
+        from enigma.agents import load_agent, shown_spec
         from enigma.agents.apikey import read_api_key
-        from enigma.agents.server import serve
+        from enigma.agents.server import check_bind, serve
 
         p = load_params(params)
         cfg, serve_cfg = p.sample, p.serve
@@ -50,8 +52,12 @@ def register(app: typer.Typer) -> None:
             api_key = read_api_key(api_key_env).get()
             if not api_key:
                 raise ValueError(f"--api-key-env {api_key_env}: that environment variable is not set (or blank)")
+        local = check_bind(host, port)  # before the agent loads, which can take a while
+        if not local and not api_key:
+            typer.echo(f"warning: --host {host} listens beyond this machine and no --api-key-env is set: anyone "
+                       "who can reach it can call the agent (set --api-key-env VAR to require a key)", err=True)
         agent = load_agent(spec, cfg.agents)
-        serve(agent, model_name or spec, host=host, port=port, api_key=api_key, settings=serve_cfg)
+        serve(agent, model_name or shown_spec(spec), host=host, port=port, api_key=api_key, settings=serve_cfg)
 
     @app.command("sample")
     @user_errors

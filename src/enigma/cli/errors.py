@@ -1,5 +1,6 @@
 """Turning the library's expected errors into one clear line and exit code 2, never a
-traceback. Unexpected exceptions still raise, so real bugs stay visible."""
+traceback. Unexpected exceptions still raise, so real bugs stay visible. The line never shows
+credentials written into a URL (``enigma.redaction``), whichever layer wrote the message."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import sys
 from typing import Callable, Iterator, TypeVar
 
 import typer
+
+from enigma.redaction import redact_userinfo
 
 F = TypeVar("F", bound=Callable)
 
@@ -22,7 +25,7 @@ def user_errors(fn: F) -> F:
         try:
             return fn(*args, **kwargs)
         except tuple(USER_ERRORS) as exc:
-            typer.echo(f"error: {exc}", err=True)
+            typer.echo(f"error: {redact_userinfo(str(exc))}", err=True)
             sys.exit(2)
 
     return wrapper  # type: ignore[return-value]
@@ -37,4 +40,4 @@ def agent_exits(spec: str) -> Iterator[None]:
     except SystemExit as exc:
         from enigma.agents.errors import AgentUnavailable
 
-        raise AgentUnavailable(f"agent {spec}: its code called exit({exc.code!r})") from exc
+        raise AgentUnavailable(f"agent {redact_userinfo(spec)}: its code called exit({exc.code!r})") from exc

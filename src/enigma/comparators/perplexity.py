@@ -19,6 +19,7 @@ import torch
 from enigma.comparators.config import ComparatorsConfig, fingerprint_of
 from enigma.comparators.overlap import ReplyMetricEstimator, ReplyPair
 from enigma.contracts import Turn
+from enigma.model_loading import MODEL_LOAD_LOCK
 
 SMOLLM2 = "smollm2"
 
@@ -50,8 +51,6 @@ class CausalLMScorer:
     def load(cls, name_or_dir: str = SMOLLM2, **kw) -> "CausalLMScorer":
         """``smollm2`` (the packaged GGUF, de-quantised on load: about 20 s), a model
         directory, or a .gguf file."""
-        from transformers import AutoModelForCausalLM, AutoTokenizer
-
         path = packaged_smollm2() if name_or_dir == SMOLLM2 else Path(name_or_dir)
         if not path.exists():
             raise FileNotFoundError(f"language model {name_or_dir!r}: {path} not found")
@@ -59,8 +58,11 @@ class CausalLMScorer:
         # ("quantized with gguf and is not serializable")
         extra = {"gguf_file": path.name} if path.suffix == ".gguf" else {}
         where = path.parent if extra else path
-        tok = AutoTokenizer.from_pretrained(where, **extra)
-        model = AutoModelForCausalLM.from_pretrained(where, dtype=torch.float32, **extra)
+        with MODEL_LOAD_LOCK:  # transformers' lazy import is not thread-safe (enigma.model_loading)
+            from transformers import AutoModelForCausalLM, AutoTokenizer
+
+            tok = AutoTokenizer.from_pretrained(where, **extra)
+            model = AutoModelForCausalLM.from_pretrained(where, dtype=torch.float32, **extra)
         return cls(model, tok, **kw)
 
     def context_text(self, context: Sequence[Turn]) -> str:

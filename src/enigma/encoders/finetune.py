@@ -30,6 +30,7 @@ from torch import nn
 from enigma.encoders.base import DialogueActions, PairEncoder
 from enigma.encoders.packing import PackedDialogue, PackingError, pack_with_limit, visibility
 from enigma.encoders.weights import resolve_weights
+from enigma.model_loading import MODEL_LOAD_LOCK
 
 
 @dataclass
@@ -67,14 +68,15 @@ class FinetunePairEncoder(PairEncoder):
                 raise ValueError("FinetunePairEncoder: a model object needs its tokenizer= as well")
             self.model = model
         else:
-            from transformers import AutoModel, AutoTokenizer
-
             path = resolve_weights(model, cache_dir=weights_cache_dir)
-            tokenizer = tokenizer or AutoTokenizer.from_pretrained(path)
-            try:
-                self.model = AutoModel.from_pretrained(path, attn_implementation="sdpa")
-            except (ValueError, ImportError):  # an architecture without SDPA support
-                self.model = AutoModel.from_pretrained(path, attn_implementation="eager")
+            with MODEL_LOAD_LOCK:  # transformers' lazy import is not thread-safe (enigma.model_loading)
+                from transformers import AutoModel, AutoTokenizer
+
+                tokenizer = tokenizer or AutoTokenizer.from_pretrained(path)
+                try:
+                    self.model = AutoModel.from_pretrained(path, attn_implementation="sdpa")
+                except (ValueError, ImportError):  # an architecture without SDPA support
+                    self.model = AutoModel.from_pretrained(path, attn_implementation="eager")
         self.tokenizer = tokenizer
         self.max_utterance_tokens = max_utterance_tokens
         self.autocast = autocast

