@@ -275,3 +275,93 @@ def test_a_setting_of_the_other_solver_in_the_params_file_is_one_named_line(stor
     assert r.exit_code == 2, r.output
     assert "dice.lr is a setting of solver gda; solver exact_nu has no lr" in error_line(r.output)
     assert not (tmp_path / "out" / "estimates.json").exists()
+
+
+# ---- issue 73: faults, round three ------------------------------------------------------------
+
+DYING_AGENTS = (
+    "import os, time\n"
+    "from enigma.agents.examples import EchoAgent\n\n"
+    "class Dies(EchoAgent):\n"
+    "    def respond(self, history, n=1, seed=None):\n"
+    "        os._exit(0)\n\n"
+    "class Hangs(EchoAgent):\n"
+    "    def respond(self, history, n=1, seed=None):\n"
+    "        time.sleep(600)\n\n"
+    "def dies():\n    return Dies()\n\n"
+    "def hangs():\n    return Hangs()\n\n"
+    "def dies_loading():\n    os._exit(0)\n"
+)
+
+
+def _params_with(tmp_path: Path, **sections) -> Path:
+    """The repository's params.yaml with ``sections`` (dotted keys) set."""
+    import yaml
+
+    params = yaml.safe_load((REPO / "params.yaml").read_text())
+    for dotted, value in sections.items():
+        *path, last = dotted.split(".")
+        node = params
+        for key in path:
+            node = node.setdefault(key, {})
+        node[last] = value
+    f = tmp_path / "params-73.yaml"
+    f.write_text(yaml.safe_dump(params))
+    return f
+
+
+def _run(argv: list, cwd: Path, timeout: float = 120, extra_path: Path | None = None) -> subprocess.CompletedProcess:
+    """The command in a process of its own: an agent that ends its process would end pytest's."""
+    env = dict(ENV)
+    if extra_path is not None:
+        env["PYTHONPATH"] = f"{extra_path}{os.pathsep}{env['PYTHONPATH']}"
+    return subprocess.run(ENIGMA + [str(a) for a in argv], env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.mark.parametrize("factory", ["dies", "dies_loading"])
+@pytest.mark.parametrize("command", ["sample", "estimate"])
+def test_an_agent_that_ends_its_process_is_named_not_a_silent_exit_0(command, factory, store, tmp_path):
+    (tmp_path / "dying_agents_73.py").write_text(DYING_AGENTS)
+    spec = f"python:dying_agents_73:{factory}"
+    argv = {"sample": ["sample", store, spec, "-o", tmp_path / "t.parquet"],
+            "estimate": ["estimate", "-e", store, "-t", f"t={spec}", "--encoder", "onehot", "-o", tmp_path / "out"]}[command]
+    r = _run(argv + ["--cache-dir", tmp_path / "cache", "--no-progress", "--params", REPO / "params.yaml"], tmp_path,
+             extra_path=tmp_path)
+    assert r.returncode == 2, (r.returncode, r.stdout, r.stderr)
+    line = error_line(r.stderr)
+    during = "while loading" if factory == "dies_loading" else "while answering"
+    assert line.startswith(f"error: agent {spec}: its process ended with exit code 0 {during}"), line
+    assert not (tmp_path / "t.parquet").exists() and not (tmp_path / "out" / "estimates.json").exists()
+
+
+@pytest.mark.parametrize("command", ["sample", "estimate"])
+def test_an_agent_that_hangs_is_stopped_after_the_call_timeout(command, store, tmp_path):
+    (tmp_path / "dying_agents_73.py").write_text(DYING_AGENTS)
+    spec = "python:dying_agents_73:hangs"
+    params = _params_with(tmp_path, **{"sample.agents.python": {"call_timeout_s": 2}})
+    argv = {"sample": ["sample", store, spec, "-o", tmp_path / "t.parquet"],
+            "estimate": ["estimate", "-e", store, "-t", f"t={spec}", "--encoder", "onehot", "-o", tmp_path / "out"]}[command]
+    t0 = time.monotonic()
+    r = _run(argv + ["--cache-dir", tmp_path / "cache", "--no-progress", "--params", params], tmp_path, extra_path=tmp_path)
+    assert r.returncode == 2, (r.returncode, r.stdout, r.stderr)
+    assert error_line(r.stderr) == (f"error: agent {spec}: no answer within 2 s while answering (respond) "
+                                    "(sample.agents.python.call_timeout_s); its process was stopped")
+    assert time.monotonic() - t0 < 60
+
+
+def test_an_agent_in_its_own_process_gives_the_replies_it_gives_in_the_commands(store, tmp_path):
+    """Isolation changes no reply: a seller sampled in its process and in the command's, bit for bit."""
+    from enigma.sim.generate import rollout_store
+    from enigma.sim.sellers import make_seller
+
+    sellers = rollout_store(make_seller("careless"), "careless", n=6, seed=0).write(tmp_path / "sellers")
+    spec = "python:enigma.sim.sellers:expert"
+    tables = {}
+    for isolate in (True, False):
+        params = _params_with(tmp_path, **{"sample.agents.python": {"isolate": isolate}})
+        r = enigma("sample", sellers, spec, "-n", 2, "--cache-dir", tmp_path / f"cache-{isolate}", "-o",
+                   tmp_path / f"{isolate}.parquet", "--no-progress", "--params", params)
+        assert r.exit_code == 0, r.output
+        tables[isolate] = pq.read_table(tmp_path / f"{isolate}.parquet")
+    assert tables[True].num_rows > 20 and tables[True].equals(tables[False])
+    assert tables[True].schema.metadata == tables[False].schema.metadata  # the same agent fingerprint
