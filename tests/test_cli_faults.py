@@ -365,3 +365,133 @@ def test_an_agent_in_its_own_process_gives_the_replies_it_gives_in_the_commands(
         tables[isolate] = pq.read_table(tmp_path / f"{isolate}.parquet")
     assert tables[True].num_rows > 20 and tables[True].equals(tables[False])
     assert tables[True].schema.metadata == tables[False].schema.metadata  # the same agent fingerprint
+
+
+# ---- issue 73 items 2, 3: a write that fails (a full disk, a device) -----------------------------
+
+
+class FullDisk:
+    """A folder on a disk that can be filled for real: a 2 MB tmpfs mounted there where this
+    process may mount one (root), else a file-size limit of 256 bytes (RLIMIT_FSIZE: a write past
+    it fails with EFBIG; tempfile's probe of 4 bytes still passes) on the commands run after
+    ``fill()``. Commands run through ``run``."""
+
+    def __init__(self, root: Path):
+        self.dir = root / "disk"
+        self.dir.mkdir()
+        self.mounted = os.environ.get("ENIGMA_TEST_NO_MOUNT") != "1" and subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(self.dir)], capture_output=True).returncode == 0
+        self.full = False
+
+    def fill(self) -> None:
+        if self.mounted:
+            try:
+                with open(self.dir / ".filler", "wb", buffering=0) as fh:
+                    while True:
+                        fh.write(b"\0" * 4096)
+            except OSError as exc:
+                assert exc.errno == 28, exc
+            # what the write check of the options needs (an empty folder) still fits: the output does not
+        self.full = True
+
+    def run(self, *args, timeout: float = 300) -> subprocess.CompletedProcess:
+        def few_bytes():
+            import resource
+
+            resource.setrlimit(resource.RLIMIT_FSIZE, (256, resource.RLIM_INFINITY))
+
+        limit = few_bytes if self.full and not self.mounted else None
+        return subprocess.run(ENIGMA + [str(a) for a in args], env=ENV, capture_output=True, text=True, timeout=timeout,
+                              preexec_fn=limit)
+
+    def close(self) -> None:
+        if self.mounted:
+            subprocess.run(["umount", "-l", str(self.dir)], capture_output=True)
+
+
+@pytest.fixture
+def full_disk(tmp_path):
+    disk = FullDisk(tmp_path)
+    yield disk
+    disk.close()
+
+
+DISK_FULL = ("No space left on device", "File too large")  # ENOSPC on the tmpfs, EFBIG under the limit
+
+
+def _disk_error(r: subprocess.CompletedProcess, under: Path) -> str:
+    assert r.returncode == 2, (r.returncode, r.stdout[-2000:], r.stderr[-3000:])
+    line = error_line(r.stderr)
+    assert line.startswith(f"error: {under}") and any(why in line for why in DISK_FULL), line
+    return line
+
+
+def _sampled(tmp_path: Path, store: Path, out: Path, n: int, cache: Path) -> None:
+    r = subprocess.run(ENIGMA + ["sample", str(store), ECHO, "-n", str(n), "--cache-dir", str(cache), "-o", str(out),
+                                 "--no-progress", "--params", str(REPO / "params.yaml")],
+                       env=ENV, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+
+
+def test_sample_onto_a_device_that_refuses_the_write_keeps_the_device(store, tmp_path):
+    """-o /dev/full: pyarrow removed the path it could not write, here a device node (as root:
+    /dev/full itself). A copy of /dev/full where one can be made (root), else /dev/full."""
+    device = Path("/dev/full")
+    if os.geteuid() == 0:
+        device = tmp_path / "full"
+        os.mknod(device, 0o666 | __import__("stat").S_IFCHR, os.makedev(1, 7))
+    r = subprocess.run(ENIGMA + ["sample", str(store), ECHO, "--cache-dir", str(tmp_path / "cache"), "-o", str(device),
+                                 "--no-progress", "--params", str(REPO / "params.yaml")],
+                       env=ENV, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2, (r.returncode, r.stderr[-3000:])
+    assert error_line(r.stderr) == f"error: {device}: cannot write it (No space left on device)"
+    assert device.is_char_device()
+
+
+def test_sample_onto_a_full_disk_keeps_the_old_targets(store, tmp_path, full_disk):
+    out, cache = full_disk.dir / "targets.parquet", tmp_path / "cache"
+    _sampled(tmp_path, store, tmp_path / "two.parquet", 2, cache)  # the cache holds every reply of the run below
+    _sampled(tmp_path, store, out, 1, cache)
+    before = out.read_bytes()
+    full_disk.fill()
+    r = full_disk.run("sample", store, ECHO, "-n", 2, "--cache-dir", cache, "-o", out, "--no-progress",
+                      "--params", REPO / "params.yaml")
+    _disk_error(r, out)
+    assert out.read_bytes() == before
+    assert sorted(p.name for p in full_disk.dir.iterdir()) == sorted([".filler", "targets.parquet"][not full_disk.mounted:])
+
+
+def test_ingest_onto_a_full_disk_keeps_the_old_store(inputs, tmp_path, full_disk):
+    from enigma.store.experience import ExperienceStore
+
+    out = full_disk.dir / "store"
+    argv = ["ingest", "jsonl", inputs["jsonl"], "--out", out, "--scale", "match=0:1", "--scale", "short=0:1", "--no-progress"]
+    assert full_disk.run(*argv).returncode == 0
+    before = {f.name: f.read_bytes() for f in out.iterdir()}
+    full_disk.fill()
+    _disk_error(full_disk.run(*argv), out)
+    assert {f.name: f.read_bytes() for f in out.iterdir()} == before
+    assert ExperienceStore.open(out).dialogues.num_rows == 20
+    assert not [p for p in full_disk.dir.iterdir() if p.name not in ("store", ".filler")]  # no half-written copy
+
+
+def test_estimate_onto_a_full_disk_leaves_no_result(store, tmp_path, full_disk):
+    cache, out = tmp_path / "cache", full_disk.dir / "out"
+    argv = ["estimate", "-e", store, "-t", f"t={ECHO}", "--encoder", "onehot", "--cache-dir", cache, "--no-progress",
+            "--params", _params_with(tmp_path, **{"estimators.enigma.dice.interval_resamples": 0})]
+    assert full_disk.run(*argv, "-o", tmp_path / "first").returncode in (0, 3)  # the samples are cached
+    full_disk.fill()
+    _disk_error(full_disk.run(*argv, "-o", out), out)
+    left = [p for p in out.rglob("*") if p.is_file()] if out.exists() else []
+    assert left == [], left  # no estimates.json, no result file a rerun would take as finished
+
+
+@pytest.mark.parametrize("command", ["sample", "estimate"])
+def test_a_cache_dir_on_a_full_disk_is_one_error_line(command, store, tmp_path, full_disk):
+    cache = full_disk.dir / "cache"
+    full_disk.fill()
+    argv = {"sample": ["sample", store, ECHO, "-o", tmp_path / "t.parquet"],
+            "estimate": ["estimate", "-e", store, "-t", f"t={ECHO}", "--encoder", "onehot", "-o", tmp_path / "out"]}[command]
+    _disk_error(full_disk.run(*argv, "--cache-dir", cache, "--no-progress", "--params", REPO / "params.yaml"), cache)
+    assert not [p for p in cache.rglob("*") if p.is_file() and p.name != "agent.json"] if cache.exists() else True
+    assert not (tmp_path / "t.parquet").exists() and not (tmp_path / "out" / "estimates.json").exists()

@@ -184,8 +184,11 @@ def run_estimate(
         "converged": {n: r["converged"] for n, r in results.items()},
         "diagnostics": {n: r["diagnostics"] for n, r in results.items()},
     }
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "estimates.json").write_text(json.dumps(_nan_to_null(summary), indent=2, allow_nan=False) + "\n")
+    from enigma.writes import naming, write_text
+
+    with naming(out):
+        out.mkdir(parents=True, exist_ok=True)
+    write_text(out / "estimates.json", json.dumps(_nan_to_null(summary), indent=2, allow_nan=False) + "\n")
     return summary
 
 

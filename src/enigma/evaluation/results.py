@@ -29,6 +29,7 @@ import pandas as pd
 from enigma.contracts import Estimator, EstimateResult
 from enigma.evaluation.errors import EvaluationError
 from enigma.evaluation.heldout import regime_names
+from enigma.writes import WriteFailed, naming, write_atomic, write_text
 
 RESULT_COLUMNS = [
     "estimator",
@@ -64,10 +65,9 @@ def artifact_path(results_dir: str | Path, estimator: str, agent_id: str, name: 
 
 
 def _atomic_write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + f".tmp{os.getpid()}")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    with naming(path.parent):
+        path.parent.mkdir(parents=True, exist_ok=True)
+    write_text(path, text)
 
 
 def jsonable_scalars(d: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -159,29 +159,38 @@ def timing_path(path: Path) -> Path:
 
 
 def write_result(path: Path, fingerprint: str, rows: list[dict[str, Any]], result: EstimateResult | None = None) -> None:
-    """The result file of one (estimator, agent) with its curve, artifacts and wall time beside it."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """The result file of one (estimator, agent) with its curve, artifacts and wall time beside it.
+    Each is written whole or not at all (``enigma.writes``); a write that fails (a full disk)
+    removes what this call wrote, so no part of the result is left to look finished."""
+    with naming(path.parent):
+        path.parent.mkdir(parents=True, exist_ok=True)
     seconds = next((r.get("seconds") for r in rows if r.get("seconds") is not None), None)
     rows = [{**r, "seconds": None} for r in rows]
     timing = timing_path(path)
-    if seconds is not None:
-        _atomic_write(timing, repr(float(seconds)))
-    else:
-        timing.unlink(missing_ok=True)  # a failure leaves no time of an earlier run beside it
-    if result is not None:
-        estimator, agent_id = rows[0]["estimator"], rows[0]["agent_id"]
-        curve = result.curve
-        if curve is not None and len(curve):
-            curve = curve.copy()
-            curve.insert(0, "agent_id", agent_id)
-            curve.insert(0, "estimator", estimator)
-            curve.to_parquet(path.with_suffix(".curve.parquet"), index=False)
-        if result.artifacts:
-            import torch
+    written: list[Path] = []
+    try:
+        if seconds is not None:
+            written.append(write_text(timing, repr(float(seconds))))
+        else:
+            timing.unlink(missing_ok=True)  # a failure leaves no time of an earlier run beside it
+        if result is not None:
+            estimator, agent_id = rows[0]["estimator"], rows[0]["agent_id"]
+            curve = result.curve
+            if curve is not None and len(curve):
+                curve = curve.copy()
+                curve.insert(0, "agent_id", agent_id)
+                curve.insert(0, "estimator", estimator)
+                written.append(write_atomic(path.with_suffix(".curve.parquet"), lambda fh: curve.to_parquet(fh, index=False)))
+            if result.artifacts:
+                import torch
 
-            for name, obj in result.artifacts.items():
-                torch.save(obj, path.with_suffix(f".{name}.pt"))
-    _atomic_write(path, json.dumps({"fingerprint": fingerprint, "rows": rows}, indent=1))
+                for name, obj in result.artifacts.items():
+                    written.append(write_atomic(path.with_suffix(f".{name}.pt"), lambda fh, obj=obj: torch.save(obj, fh)))
+        write_text(path, json.dumps({"fingerprint": fingerprint, "rows": rows}, indent=1))
+    except WriteFailed:
+        for f in written:
+            f.unlink(missing_ok=True)
+        raise
 
 
 def read_saved(path: Path, fingerprint: str) -> pd.DataFrame | None:
