@@ -495,3 +495,25 @@ def test_a_cache_dir_on_a_full_disk_is_one_error_line(command, store, tmp_path, 
     _disk_error(full_disk.run(*argv, "--cache-dir", cache, "--no-progress", "--params", REPO / "params.yaml"), cache)
     assert not [p for p in cache.rglob("*") if p.is_file() and p.name != "agent.json"] if cache.exists() else True
     assert not (tmp_path / "t.parquet").exists() and not (tmp_path / "out" / "estimates.json").exists()
+
+
+# ---- issue 73 item 4: a store whose ratings are all missing ------------------------------------
+
+
+def test_a_store_whose_dialogues_carry_no_rating_is_refused_by_estimate(tmp_path):
+    """Ingested with --scale, but no line has the rating: every rating_overall is null. estimate
+    printed overall=n/a and exit 0; the README says a store with no ratings is exit 2."""
+    lines = [{"dialog_id": f"d{i}", "agent_id": f"a{i % 2}", "turns": [{"role": "user", "text": f"hi {i}"},
+                                                                       {"role": "agent", "text": f"hello {i}"}]}
+             for i in range(6)]
+    (tmp_path / "x.jsonl").write_text("".join(json.dumps(d) + "\n" for d in lines))
+    r = enigma("ingest", "jsonl", tmp_path / "x.jsonl", "--out", tmp_path / "store", "--scale", "overall=1:5",
+               "--no-progress", "--params", REPO / "params.yaml")
+    assert r.exit_code == 0, r.output
+    r = enigma("estimate", "-e", tmp_path / "store", "-t", f"t={ECHO}", "--encoder", "onehot", "-o", tmp_path / "out",
+               "--cache-dir", tmp_path / "cache", "--no-progress", "--params", REPO / "params.yaml")
+    assert r.exit_code == 2, r.output
+    assert error_line(r.output) == (
+        f"error: {tmp_path / 'store'}: no dialogue has a rating (overall: 0 of 6 rated), so there is nothing to "
+        "estimate; ingest the ratings with the dialogues")
+    assert not (tmp_path / "cache").exists()  # refused before any work

@@ -137,6 +137,14 @@ def run_estimate(
             f"{experience}: the store has no ratings, so there is nothing to estimate (ENIGMA estimates each rating "
             "of the logged dialogues; ingest them with their scales, e.g. --scale overall=1:5)"
         )
+    from enigma.store.schema import RATING_PREFIX
+
+    n = store.dialogues.num_rows
+    rated = {r: n - store.dialogues.column(RATING_PREFIX + r).null_count for r in store.rating_names}
+    if not any(rated.values()):  # scales given at ingest, but no line carried the rating
+        counts = ", ".join(f"{r}: {k} of {n} rated" for r, k in rated.items())
+        raise ValueError(f"{experience}: no dialogue has a rating ({counts}), so there is nothing to estimate; "
+                         "ingest the ratings with the dialogues")
     excluded = set(exclude_agents)
     unknown = excluded - set(store.agents())
     if unknown:
