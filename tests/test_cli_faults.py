@@ -517,3 +517,43 @@ def test_a_store_whose_dialogues_carry_no_rating_is_refused_by_estimate(tmp_path
         f"error: {tmp_path / 'store'}: no dialogue has a rating (overall: 0 of 6 rated), so there is nothing to "
         "estimate; ingest the ratings with the dialogues")
     assert not (tmp_path / "cache").exists()  # refused before any work
+
+
+# ---- issue 73 item 5: a --scale that maps every rating to nan or 0, or one given twice ---------
+
+
+@pytest.mark.parametrize("scale, says", [
+    ("match=0:1/nan", "the divisor must be a finite number above 0, got nan"),
+    ("match=0:1/inf", "the divisor must be a finite number above 0, got inf"),
+    ("match=0:1/0", "the divisor must be a finite number above 0, got 0"),
+    ("match=0:1/-4", "the divisor must be a finite number above 0, got -4"),
+    ("match=1:1", "min must be below max, got min=1 max=1"),
+    ("match=2:1", "min must be below max, got min=2 max=1"),
+    ("match=nan:1", "min and max must be finite numbers, got min=nan max=1"),
+    ("match=0:inf", "min and max must be finite numbers, got min=0 max=inf"),
+])
+def test_a_scale_that_cannot_normalise_is_one_line_naming_the_option(scale, says, inputs, tmp_path):
+    r = enigma("ingest", "jsonl", inputs["jsonl"], "--out", tmp_path / "store", "--scale", scale, "--scale", "short=0:1",
+               "--no-progress", "--params", REPO / "params.yaml")
+    assert r.exit_code == 2, r.output
+    assert r.output.strip() == f"error: --scale {scale!r}: {says}"
+    assert not (tmp_path / "store").exists()
+
+
+def test_a_scale_given_twice_for_one_rating_is_refused(inputs, tmp_path):
+    r = enigma("ingest", "jsonl", inputs["jsonl"], "--out", tmp_path / "store", "--scale", "match=0:1",
+               "--scale", "short=0:1", "--scale", "match=1:5", "--no-progress", "--params", REPO / "params.yaml")
+    assert r.exit_code == 2, r.output
+    assert error_line(r.output) == "error: --scale: rating 'match' given twice ('match=0:1' and 'match=1:5'); give each rating one scale"
+    assert not (tmp_path / "store").exists()
+
+
+def test_a_scale_in_params_yaml_with_a_divisor_that_is_not_finite_is_refused(inputs, tmp_path):
+    params = _params_with(tmp_path, **{"ingest.sources.jsonl.ratings": {"match": {"min": 0, "max": 1, "normalise": "divide",
+                                                                                  "divisor": float("inf")}}})
+    r = enigma("ingest", "jsonl", inputs["jsonl"], "--out", tmp_path / "store", "--scale", "short=0:1", "--no-progress",
+               "--params", params)
+    assert r.exit_code == 2, r.output
+    assert f"{params}: section 'ingest'" in error_line(r.output)  # params.yaml's report: the key on the lines below
+    assert "the divisor must be a finite number above 0, got inf" in r.output
+    assert not (tmp_path / "store").exists()
