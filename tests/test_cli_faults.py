@@ -557,3 +557,31 @@ def test_a_scale_in_params_yaml_with_a_divisor_that_is_not_finite_is_refused(inp
     assert f"{params}: section 'ingest'" in error_line(r.output)  # params.yaml's report: the key on the lines below
     assert "the divisor must be a finite number above 0, got inf" in r.output
     assert not (tmp_path / "store").exists()
+
+
+# ---- issue 73 item 6: a target name too long for a file name -------------------------------------
+
+
+@pytest.mark.parametrize("name", ["t" * 300, "é" * 60], ids=["300 characters", "60 é"])
+@pytest.mark.parametrize("option", ["--target", "--target-actions"])
+def test_a_target_name_too_long_for_its_result_files_is_refused_before_any_work(option, name, store, tmp_path):
+    """A name becomes the result files' names (quoted: é is %C3%A9, 6 bytes): 300 characters, or
+    60 é, ended in ENAMETOOLONG's traceback once the training was done."""
+    value = f"{name}={ECHO}" if option == "--target" else f"{name}={tmp_path / 'replies.parquet'}"
+    if option == "--target-actions":
+        _sampled(tmp_path, store, tmp_path / "replies.parquet", 1, tmp_path / "sampled")
+    r = enigma("estimate", "-e", store, option, value, "--encoder", "onehot", "-o", tmp_path / "out",
+               "--cache-dir", tmp_path / "cache", "--no-progress", "--params", REPO / "params.yaml")
+    assert r.exit_code == 2, r.output
+    line = error_line(r.output)
+    assert line.startswith(f"error: {option} {name[:24]}...: the name is too long for its result files (") and "choose a shorter name" in line
+    assert not (tmp_path / "cache").exists() and not (tmp_path / "out").exists()
+
+
+def test_a_long_target_name_that_fits_is_estimated(store, tmp_path):
+    name = "é" * 35  # 210 bytes quoted: its longest file name, a temporary one, has at most 236 bytes
+    r = enigma("estimate", "-e", store, "-t", f"{name}={ECHO}", "--encoder", "onehot", "-o", tmp_path / "out",
+               "--cache-dir", tmp_path / "cache", "--no-progress", "--params",
+               _params_with(tmp_path, **{"estimators.enigma.dice.interval_resamples": 0}))
+    assert r.exit_code in (0, 3), r.output
+    assert name in json.loads((tmp_path / "out" / "estimates.json").read_text())["targets"]

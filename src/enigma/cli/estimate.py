@@ -95,6 +95,13 @@ def run_estimate(
         parse_spec(spec)
     p = load_params(params)
     check_out(out, "--out", folder=True)
+    from enigma.evaluation.results import result_name_problem
+
+    for option, names in (("--target", targets), ("--target-actions", target_actions)):
+        for name in names:
+            if problem := result_name_problem(out / "results", name):
+                shown = name if len(name) <= 24 else f"{name[:24]}..."
+                raise ValueError(f"{option} {shown}: {problem}; choose a shorter name")
     if calibration is not None and not Path(calibration).is_dir():
         raise FileNotFoundError(f"--calibration {calibration}: results directory not found (a benchmark's data/<B>/results "
                                 "after its train stage, or the results/ folder of an earlier enigma estimate of the store's agents)")

@@ -59,6 +59,28 @@ def result_path(results_dir: str | Path, estimator: str, agent_id: str) -> Path:
     return Path(results_dir) / _safe(estimator) / f"{_safe(agent_id)}.json"
 
 
+# the longest name a result file gets beside ``<agent>``: the curve, written as a temporary file
+# first (enigma.writes: ``.<name>.tmp<pid>``, a pid of up to 7 digits)
+_LONGEST_FILE = ".{}.curve.parquet.tmp4194304"
+
+
+def result_name_problem(results_dir: str | Path, agent_id: str) -> str | None:
+    """Why ``agent_id`` cannot name result files under ``results_dir`` (the longest of them over
+    the file system's limit on a file name, in bytes), or None when it can."""
+    longest = len(os.fsencode(_LONGEST_FILE.format(_safe(agent_id))))
+    where = Path(results_dir)
+    while not where.exists() and where != where.parent:
+        where = where.parent
+    try:
+        limit = os.pathconf(where, "PC_NAME_MAX")
+    except (OSError, ValueError):
+        limit = 255
+    if longest <= limit:
+        return None
+    return (f"the name is too long for its result files ({len(agent_id)} characters, {len(os.fsencode(_safe(agent_id)))} "
+            f"bytes quoted; its longest file name would have {longest} bytes, over the {limit} a file name may have here)")
+
+
 def artifact_path(results_dir: str | Path, estimator: str, agent_id: str, name: str) -> Path:
     """Where an artifact of a result lies (``heads``: ENIGMA's trained zeta/nu heads)."""
     return result_path(results_dir, estimator, agent_id).with_suffix(f".{name}.pt")
