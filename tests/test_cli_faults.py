@@ -585,3 +585,30 @@ def test_a_long_target_name_that_fits_is_estimated(store, tmp_path):
                _params_with(tmp_path, **{"estimators.enigma.dice.interval_resamples": 0}))
     assert r.exit_code in (0, 3), r.output
     assert name in json.loads((tmp_path / "out" / "estimates.json").read_text())["targets"]
+
+
+# ---- issue 73 item 7: a --cache-dir that is a file ------------------------------------------------
+
+
+@pytest.mark.parametrize("under", [False, True], ids=["a file", "under a file"])
+@pytest.mark.parametrize("command", ["sample", "estimate"])
+def test_a_cache_dir_that_is_a_file_is_refused_before_any_work(command, under, store, tmp_path):
+    (tmp_path / "a-file").write_text("keep me\n")
+    cache = tmp_path / "a-file" / "cache" if under else tmp_path / "a-file"
+    argv = {"sample": ["sample", store, ECHO, "-o", tmp_path / "t.parquet"],
+            "estimate": ["estimate", "-e", store, "-t", f"t={ECHO}", "--encoder", "onehot", "-o", tmp_path / "out"]}[command]
+    r = enigma(*argv, "--cache-dir", cache, "--no-progress", "--params", REPO / "params.yaml")
+    assert r.exit_code == 2, r.output
+    says = f"{tmp_path / 'a-file'} is a file, so no folder can be made under it" if under else "a file is there, not a folder"
+    assert error_line(r.output) == f"error: --cache-dir {cache}: {says}"
+    assert (tmp_path / "a-file").read_text() == "keep me\n" and not (tmp_path / "out").exists()
+
+
+def test_a_sample_cache_dir_in_params_that_is_a_file_is_named(store, tmp_path):
+    (tmp_path / "a-file").write_text("")
+    params = _params_with(tmp_path, **{"sample.cache_dir": str(tmp_path / "a-file")})
+    for argv in (["sample", store, ECHO, "-o", tmp_path / "t.parquet"],
+                 ["estimate", "-e", store, "-t", f"t={ECHO}", "--encoder", "onehot", "-o", tmp_path / "out"]):
+        r = enigma(*argv, "--no-progress", "--params", params)
+        assert r.exit_code == 2, r.output
+        assert error_line(r.output) == f"error: sample.cache_dir {tmp_path / 'a-file'}: a file is there, not a folder"

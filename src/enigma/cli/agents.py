@@ -73,6 +73,7 @@ def register(app: typer.Typer) -> None:
         cfg = load_params(params).sample
         if out is not None:
             check_out(out, "--out", folder=False)
+        check_out(Path(cache_dir or cfg.cache_dir), "--cache-dir" if cache_dir else "sample.cache_dir", folder=True)
         n = n_samples if n_samples is not None else cfg.n_samples
         s = seed if seed is not None else cfg.seed
         options = dict(cfg.run_options(), n_samples=n, seed=s, cache_dir=cache_dir or cfg.cache_dir)

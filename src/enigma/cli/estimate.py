@@ -95,6 +95,8 @@ def run_estimate(
         parse_spec(spec)
     p = load_params(params)
     check_out(out, "--out", folder=True)
+    check_out(Path(cache_dir) if cache_dir else Path(p.sample.cache_dir), "--cache-dir" if cache_dir else "sample.cache_dir",
+              folder=True)
     from enigma.evaluation.results import result_name_problem
 
     for option, names in (("--target", targets), ("--target-actions", target_actions)):
