@@ -612,3 +612,21 @@ def test_a_sample_cache_dir_in_params_that_is_a_file_is_named(store, tmp_path):
         r = enigma(*argv, "--no-progress", "--params", params)
         assert r.exit_code == 2, r.output
         assert error_line(r.output) == f"error: sample.cache_dir {tmp_path / 'a-file'}: a file is there, not a folder"
+
+
+# ---- issue 73 item 11: an unknown key inside a turn -------------------------------------------------
+
+
+def test_an_unknown_key_inside_a_turn_is_a_reject_row_not_silently_dropped(tmp_path):
+    lines = [{"dialog_id": f"d{i}", "agent_id": "a", "ratings": {"overall": 3},
+              "turns": [{"role": "user", "text": f"u{i}"}, {"role": "agent", "text": f"hi {i}"}]} for i in range(3)]
+    lines[1]["turns"][0]["ts"] = 1
+    (tmp_path / "x.jsonl").write_text("".join(json.dumps(d) + "\n" for d in lines))
+    r = enigma("ingest", "jsonl", tmp_path / "x.jsonl", "--out", tmp_path / "store", "--scale", "overall=1:5",
+               "--no-progress", "--params", REPO / "params.yaml")
+    assert r.exit_code == 0, r.output
+    rejects = pq.read_table(tmp_path / "store" / "rejects.parquet").to_pylist()
+    assert [(Path(x["source_file"]).name, x["record"], x["dialog_id"], x["field"]) for x in rejects] == [("x.jsonl", 2, "d1", "turns[0].ts")]
+    assert rejects[0]["reason"] == "unknown field(s) ['ts'] in a turn; allowed: ['role', 'text'] (keep more in the dialogue's meta)"
+    assert "[turns[0].ts] unknown field(s) ['ts'] in a turn" in r.output  # the CLI's rejects by reason
+    assert pq.read_table(tmp_path / "store" / "dialogues.parquet").column("dialog_id").to_pylist() == ["d0", "d2"]
