@@ -630,3 +630,26 @@ def test_an_unknown_key_inside_a_turn_is_a_reject_row_not_silently_dropped(tmp_p
     assert rejects[0]["reason"] == "unknown field(s) ['ts'] in a turn; allowed: ['role', 'text'] (keep more in the dialogue's meta)"
     assert "[turns[0].ts] unknown field(s) ['ts'] in a turn" in r.output  # the CLI's rejects by reason
     assert pq.read_table(tmp_path / "store" / "dialogues.parquet").column("dialog_id").to_pylist() == ["d0", "d2"]
+
+
+# ---- issue 73 item 12: a --benchmark that is a path -------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["../../escaped", "ABS", "a/b", "..", ".", "", "x\\y"])
+def test_a_benchmark_name_that_is_a_path_is_refused(name, inputs, tmp_path):
+    if name == "ABS":
+        name = str(tmp_path / "escaped")
+    out = tmp_path / "reports" / "here"
+    r = enigma("report", "build", "--results", inputs["results"], "--benchmark", name, "--truth", inputs["truth"],
+               "--out", out, "--no-plots", "--params", REPO / "params.yaml")
+    assert r.exit_code == 2, r.output
+    assert error_line(r.output) == (f"error: --benchmark {name!r}: expected a plain name (no / or \\, not . or ..), "
+                                    "as it names the report's folder under --out")
+    assert not (tmp_path / "escaped").exists() and not out.exists()
+
+
+def test_a_plain_benchmark_name_builds_its_report_under_out(inputs, tmp_path):
+    r = enigma("report", "build", "--results", inputs["results"], "--benchmark", "mine-2.0", "--truth", inputs["truth"],
+               "--out", tmp_path / "reports", "--no-plots", "--params", REPO / "params.yaml")
+    assert r.exit_code == 0, r.output
+    assert (tmp_path / "reports" / "mine-2.0" / "summary.json").is_file()
