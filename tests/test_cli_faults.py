@@ -653,3 +653,20 @@ def test_a_plain_benchmark_name_builds_its_report_under_out(inputs, tmp_path):
                "--out", tmp_path / "reports", "--no-plots", "--params", REPO / "params.yaml")
     assert r.exit_code == 0, r.output
     assert (tmp_path / "reports" / "mine-2.0" / "summary.json").is_file()
+
+
+# ---- issue 73 notes: what the package's own defaults do -------------------------------------------
+
+
+def test_outside_a_project_a_stand_in_records_its_sources_as_documented(store, tmp_path, monkeypatch):
+    """docs/agents.md: ``sample.agents.transcripts.sources`` is on by default, as params.yaml sets
+    it; the package's built-in default was off, so outside a project (no ./params.yaml) a stand-in
+    recorded no sources. The whole built-in ``sample`` section is now the repository's."""
+    from enigma.params import DEFAULT_PARAMS, Params
+
+    monkeypatch.chdir(tmp_path)  # an empty folder: the built-in defaults
+    r = enigma("sample", store, f"transcripts:{store}?agent=a1", "-x", "a1", "--cache-dir", tmp_path / "cache",
+               "-o", tmp_path / "t.parquet", "--no-progress")
+    assert r.exit_code == 0, r.output
+    assert "source_context" in pq.read_schema(tmp_path / "t.parquet").names
+    assert Params.load(DEFAULT_PARAMS, missing="defaults").sample == Params.load(REPO / "params.yaml").sample

@@ -54,8 +54,10 @@ class TranscriptSettings(_Strict):
     # Record with each retrieved reply the conversation the stand-in's agent said it in (every
     # turn before it; on support, before the reply it snapped from), as the target table's
     # ``source_context``: ENIGMA then reads the reply in that conversation, not in the logged one
-    # whose state retrieved it. Off, the agent's fingerprint is what it was before this setting existed.
-    sources: bool = False
+    # whose state retrieved it. On by default, as params.yaml and docs/agents.md have it (until issue
+    # 73 the package's own default was off). Off, the agent's fingerprint is what it was before this
+    # setting existed.
+    sources: bool = True
 
 
 class PythonSettings(_Strict):
