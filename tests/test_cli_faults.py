@@ -670,3 +670,36 @@ def test_outside_a_project_a_stand_in_records_its_sources_as_documented(store, t
     assert r.exit_code == 0, r.output
     assert "source_context" in pq.read_schema(tmp_path / "t.parquet").names
     assert Params.load(DEFAULT_PARAMS, missing="defaults").sample == Params.load(REPO / "params.yaml").sample
+
+
+# ---- issue 73 note: calibration results of another store ----------------------------------------
+
+
+def test_calibration_results_of_another_store_are_refused(tmp_path):
+    """--calibration takes the store's own agents' leave-one-agent-out results. Results of another
+    store (here: the same agents, other dialogues, as two seeds of the simulator give) were used
+    silently; each result records the digest of the experience it was made on (the first part of
+    its fingerprint), which must be this store's without that agent."""
+    a = T.write_tiny_store(tmp_path / "a", n_dialogues=6)
+    b = T.write_tiny_store(tmp_path / "b", n_dialogues=8)
+    params = _params_with(tmp_path, **{"estimators.enigma.dice.interval_resamples": 0})
+    common = ["--encoder", "onehot", "--cache-dir", tmp_path / "cache", "--no-progress", "--params", params]
+    r = enigma("estimate", "-e", a, "-t", f"a1={ECHO}", "-t", f"a2={ECHO}", "-o", tmp_path / "calib", *common)
+    assert r.exit_code in (0, 3), r.output
+    own = enigma("estimate", "-e", a, "-t", f"t={ECHO}", "-o", tmp_path / "own", "--calibration", tmp_path / "calib" / "results", *common)
+    assert own.exit_code in (0, 3) and "error: --calibration" not in own.output, own.output
+    other = enigma("estimate", "-e", b, "-t", f"t={ECHO}", "-o", tmp_path / "other", "--calibration",
+                   tmp_path / "calib" / "results", *common)
+    assert other.exit_code == 2, other.output
+    line = error_line(other.output)
+    assert line.startswith(f"error: --calibration {tmp_path / 'calib' / 'results'}: its results were made on another store "
+                           f"than {b} (agent a1: "), line
+    assert not (tmp_path / "other").exists()  # refused before any work
+    # a result that records no digest (a fingerprint of another form) cannot be checked: a warning
+    saved = tmp_path / "calib" / "results" / "enigma" / "a1.json"
+    saved.write_text(json.dumps({**json.loads(saved.read_text()), "fingerprint": "written-before"}))
+    again = subprocess.run(ENIGMA + [str(x) for x in ["estimate", "-e", b, "-t", f"t={ECHO}", "-o", tmp_path / "again",
+                                                       "--calibration", tmp_path / "calib" / "results", *common]],
+                           env=ENV, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 2 and "(agent a2: " in error_line(again.stderr)  # a2's still tells
+    assert f"warning: --calibration {tmp_path / 'calib' / 'results'}: 1 result(s) (a1) record no digest" in again.stderr

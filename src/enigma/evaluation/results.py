@@ -215,6 +215,19 @@ def write_result(path: Path, fingerprint: str, rows: list[dict[str, Any]], resul
         raise
 
 
+def saved_experience_digest(path: Path) -> str | None:
+    """The digest of the experience a saved result was made on (``fingerprints.store_fingerprint``
+    of the store without the held-out agent: the first part of the result's fingerprint); None
+    where the file records none (a failure, a fingerprint of another form) or cannot be read."""
+    try:
+        saved = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError):
+        return None
+    fingerprint = saved.get("fingerprint") if isinstance(saved, dict) else None
+    parts = fingerprint.split("-") if isinstance(fingerprint, str) else []
+    return parts[0] if len(parts) == 3 and len(parts[0]) == 16 else None
+
+
 def read_saved(path: Path, fingerprint: str) -> pd.DataFrame | None:
     """The saved rows of a result file if its fingerprint is ``fingerprint``; else None."""
     if not path.is_file():
