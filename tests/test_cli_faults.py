@@ -703,3 +703,34 @@ def test_calibration_results_of_another_store_are_refused(tmp_path):
                            env=ENV, capture_output=True, text=True, timeout=300)
     assert again.returncode == 2 and "(agent a2: " in error_line(again.stderr)  # a2's still tells
     assert f"warning: --calibration {tmp_path / 'calib' / 'results'}: 1 result(s) (a1) record no digest" in again.stderr
+
+
+# ---- issue 73 note: an input inside the store it would replace -------------------------------------
+
+
+@pytest.mark.parametrize("where", ["file", "folder"])
+def test_an_input_inside_the_store_it_replaces_is_refused_before_any_work(where, inputs, tmp_path):
+    """ingest replaces --out whole: an input kept inside it was deleted with the old store."""
+    out = tmp_path / "store"
+    scales = ["--scale", "match=0:1", "--scale", "short=0:1", "--no-progress", "--params", REPO / "params.yaml"]
+    assert enigma("ingest", "jsonl", inputs["jsonl"], "--out", out, *scales).exit_code == 0
+    (out / "raw").mkdir()
+    kept = out / "raw" / "in.jsonl"
+    kept.write_bytes(inputs["jsonl"].read_bytes())
+    given = kept if where == "file" else out / "raw"
+    before = {f.name: f.read_bytes() for f in out.iterdir() if f.is_file()}
+    r = enigma("ingest", "jsonl", given, "--out", out, *scales)
+    assert r.exit_code == 2, r.output
+    assert error_line(r.output) == (f"error: {given}: the input is inside --out {out}, which ingest replaces whole (the input "
+                                    "would be deleted with the old store); move it out of the store first")
+    assert kept.read_bytes() == inputs["jsonl"].read_bytes()
+    assert {f.name: f.read_bytes() for f in out.iterdir() if f.is_file()} == before
+
+
+def test_a_store_read_back_in_place_is_rewritten(inputs, tmp_path):
+    out = tmp_path / "store"
+    assert enigma("ingest", "jsonl", inputs["jsonl"], "--out", out, "--scale", "match=0:1", "--scale", "short=0:1",
+                  "--no-progress", "--params", REPO / "params.yaml").exit_code == 0
+    r = enigma("ingest", "parquet", out, "--out", out, "--no-progress", "--params", REPO / "params.yaml")
+    assert r.exit_code == 0, r.output
+    assert pq.read_table(out / "dialogues.parquet").num_rows == 20

@@ -61,6 +61,20 @@ def _check_out_dir(out: Path) -> None:
         raise IngestError(f"{out}: exists and is not an experience store (no {S.MANIFEST_FILE}); refusing to overwrite it")
 
 
+def _check_input_outside(path: Path, out: Path, fmt: str) -> None:
+    """An input inside ``out`` would be deleted with the old store when the new one is swapped in
+    (a store read back in place, ``parquet`` with ``path`` = ``out``, is rewritten whole: allowed)."""
+    def inside(a: Path, b: Path) -> bool:
+        return a == b or b in a.parents
+
+    given, resolved = (Path(os.path.abspath(path)), Path(os.path.abspath(out))), (path.resolve(), out.resolve())
+    if fmt == "parquet" and resolved[0] == resolved[1]:
+        return
+    if inside(*given) or inside(*resolved):
+        raise IngestError(f"{path}: the input is inside --out {out}, which ingest replaces whole (the input would be "
+                          "deleted with the old store); move it out of the store first")
+
+
 def _first_rejects(result: ReadResult, n: int = 5) -> str:
     rows = result.rejects.slice(0, n).to_pylist()
     return "\n  ".join(
@@ -79,6 +93,7 @@ def ingest(fmt: str, path: str | Path, out: str | Path, config: IngestConfig | N
         with _locked(out):
             _recover(out)
     _check_out_dir(out)
+    _check_input_outside(Path(path), out, fmt)
     spec = None
     if scales:
         spec = config.source(fmt).with_scales(scales)
