@@ -734,3 +734,17 @@ def test_a_store_read_back_in_place_is_rewritten(inputs, tmp_path):
     r = enigma("ingest", "parquet", out, "--out", out, "--no-progress", "--params", REPO / "params.yaml")
     assert r.exit_code == 0, r.output
     assert pq.read_table(out / "dialogues.parquet").num_rows == 20
+
+
+def test_an_embedding_cache_on_a_full_disk_is_one_error_line(store, tmp_path, full_disk):
+    """The frozen encoder's sentence vectors go to <cache-dir>/embeddings: on a full disk that was
+    an OSError traceback too. (The replies are sampled into the cache first, so the vectors are the
+    first thing written.)"""
+    cache = full_disk.dir / "cache"
+    argv = ["estimate", "-e", store, "-t", f"t={ECHO}", "--cache-dir", cache, "--no-progress",
+            "--params", _params_with(tmp_path, **{"estimators.enigma.dice.interval_resamples": 0})]
+    assert full_disk.run(*argv, "--encoder", "onehot", "-o", tmp_path / "first").returncode in (0, 3)
+    full_disk.fill()
+    _disk_error(full_disk.run(*argv, "--encoder", "frozen", "-o", tmp_path / "out"), cache / "embeddings")
+    assert [p for p in (cache / "embeddings").rglob("*") if p.is_file() and p.name != "settings.json"] == []
+    assert not (tmp_path / "out" / "estimates.json").exists()
