@@ -349,6 +349,22 @@ def test_an_agent_that_hangs_is_stopped_after_the_call_timeout(command, store, t
     assert time.monotonic() - t0 < 60
 
 
+def test_an_exception_of_an_agent_in_its_own_process_is_recorded_as_in_the_commands(store, tmp_path):
+    """The agent's own exception class (its module is not imported in the command's process) is
+    recorded by its name and text, the run goes on, and the worker answers the next calls."""
+    (tmp_path / "raising_agent_73.py").write_text(
+        "from enigma.agents.examples import EchoAgent\n\nclass TimetableDown(Exception):\n    pass\n\n"
+        "class Sometimes(EchoAgent):\n    def respond(self, history, n=1, seed=None):\n"
+        "        if history and history[-1].text.endswith('d1'):\n            raise TimetableDown('no trains today')\n"
+        "        return super().respond(history, n, seed)\n\ndef make():\n    return Sometimes()\n")
+    r = _run(["sample", store, "python:raising_agent_73:make", "-o", tmp_path / "t.parquet", "--cache-dir", tmp_path / "cache",
+              "--no-progress", "--params", REPO / "params.yaml"], tmp_path, extra_path=tmp_path)
+    assert r.returncode == 0, r.stderr
+    rows = pq.read_table(tmp_path / "t.parquet").to_pylist()
+    assert {x["error"] for x in rows} == {None, "TimetableDown: no trains today"}
+    assert all(x["text"] for x in rows if x["error"] is None)
+
+
 def test_an_agent_in_its_own_process_gives_the_replies_it_gives_in_the_commands(store, tmp_path):
     """Isolation changes no reply: a seller sampled in its process and in the command's, bit for bit."""
     from enigma.sim.generate import rollout_store

@@ -57,12 +57,18 @@ def _ended(proc: subprocess.Popen, wait_s: float = 5.0) -> str:
     return f"its process ended with exit code {code}"
 
 
-def _stop(proc: subprocess.Popen, *conns: Connection) -> None:
+def _stop(proc: subprocess.Popen, conns: tuple[Connection, ...], grace_s: float) -> None:
+    """Close the pipes (an idle worker then returns and exits, its agent's clean-up run); a
+    worker still there after ``grace_s`` (busy: a hung call) is killed."""
     for c in conns:
         try:
             c.close()
         except OSError:
             pass
+    try:
+        proc.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        pass
     if proc.poll() is None:
         proc.kill()
     try:
@@ -96,7 +102,7 @@ class IsolatedPythonAgent:
         self._send_conn = Connection(p2c_w, readable=False)
         self._recv_conn = Connection(c2p_r, writable=False)
         # the worker never outlives this object, nor the command (a crash of ours closes the pipes)
-        self._finalizer = weakref.finalize(self, _stop, self._proc, self._send_conn, self._recv_conn)
+        self._finalizer = weakref.finalize(self, _stop, self._proc, (self._send_conn, self._recv_conn), 0.5)
         try:
             info = self._ask(("load", spec.raw), float(settings.load_timeout_s), "while loading",
                              "sample.agents.python.load_timeout_s")
@@ -140,8 +146,8 @@ class IsolatedPythonAgent:
                     received += 1
                     yield lambda outcome=outcome: self._outcome(outcome)
             finally:
-                if received < len(requests):
-                    self.close()
+                if received < len(requests):  # its later answers are still coming: no use for it
+                    self.close(hung=True)
 
     def _ask(self, message: tuple, timeout_s: float, during: str, setting: str) -> Any:
         with self._lock:
@@ -159,7 +165,7 @@ class IsolatedPythonAgent:
     def _receive(self, timeout_s: float, during: str, setting: str) -> tuple:
         try:
             if not self._recv_conn.poll(timeout_s):
-                self.close()
+                self.close(hung=True)
                 raise AgentProcessLost(f"agent {self.spec.raw}: no answer within {timeout_s:g} s {during} ({setting}); "
                                        "its process was stopped")
             return self._recv_conn.recv()
@@ -194,9 +200,10 @@ class IsolatedPythonAgent:
             exc = type(name, (Exception,), {"__module__": "enigma.agents.isolated"})(text)
         raise exc
 
-    def close(self) -> None:
-        """Stop the worker (idempotent)."""
-        self._finalizer()
+    def close(self, hung: bool = False) -> None:
+        """Stop the worker (idempotent): let it end, or kill it where it ``hung`` in a call."""
+        if self._finalizer.detach() is not None:
+            _stop(self._proc, (self._send_conn, self._recv_conn), 0 if hung else 2.0)
 
     def __enter__(self):
         return self
