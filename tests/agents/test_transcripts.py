@@ -252,6 +252,7 @@ def test_sources_are_the_conversations_the_replies_were_said_in_and_change_no_re
     selfplay, human = see_stores
     spec = f"transcripts:{selfplay}?agent={AGENT}"
     sourced = AgentSettings(transcripts=settings.transcripts.model_copy(update={"sources": True}))
+    settings = AgentSettings(transcripts=settings.transcripts.model_copy(update={"sources": False}))
     plain = sample_targets(ExperienceStore.open(human), spec, cache_dir=tmp_path / "a", settings=settings, progress=False)
     table = sample_targets(ExperienceStore.open(human), spec, cache_dir=tmp_path / "b", settings=sourced, progress=False)
     assert "source_context" not in plain.column_names

@@ -51,8 +51,11 @@ def test_the_full_runs_results_folder_is_a_setting_apart_from_the_other_outputs(
     ({"source": {"path": "src/enigma/sim", "simulate": {}}, "rollouts": {"ingest": "see2019-selfplay"}}, "the source must be ingest too"),
 ])
 def test_a_bad_entry_is_one_error_that_names_the_section(change, says):
+    # stand-ins that do not record their sources (on by default): a knowledge base is refused with them
+    unsourced = {"sample": {"agents": {"transcripts": {"sources": False}}}}
     with pytest.raises(ParamsError, match=f"(?s)section 'benchmarks'.*{says}"):
-        _params(**change)
+        Params.from_dict({"pipeline": {"data_dir": "d"}, "report": {"out_dir": "r"}, "benchmarks": {"b": {**ENTRY, **change}},
+                          **unsourced})
 
 
 def test_every_key_of_an_entry_is_needed_because_dvc_reads_them():

@@ -135,6 +135,8 @@ def test_a_retrieval_stand_in_under_the_stores_knowledge_base_fails_alone_with_t
 
     cfg = workspace["cfg"]
     cfg["nightly"]["knowledge"] = "python:enigma.sim.knowledge:airline_checked_every_turn"
+    # a stand-in that does not say where its replies were said (sources are on by default)
+    cfg["sample"]["agents"] = {"transcripts": {"sources": False}}
     write_params(workspace)
     out = _night_where_one_fails(workspace, "retrieved", f"transcripts:{cfg['nightly']['store']}?agent=a1", "knowledge")
     reason = out["failed"]["retrieved"]["knowledge"]

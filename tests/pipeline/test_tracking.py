@@ -120,3 +120,35 @@ def test_dvc_temp_experiments_track_into_the_repository(tmp_path):
     exp.mkdir(parents=True)
     assert project_root(exp) == (tmp_path / "repo").resolve()
     assert project_root(tmp_path) == tmp_path.resolve()
+
+
+class _RunsCode:
+    """Unpickled, it touches a file: what torch.load(weights_only=False) would run for any file."""
+
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        from pathlib import Path
+
+        return (Path.touch, (Path(self.marker),))
+
+
+def test_heads_are_loaded_safely_and_a_file_that_runs_code_is_refused(tmp_path):
+    """The track step loaded each result's heads with torch.load(weights_only=False): a heads file
+    that names code ran it. Now only ENIGMA's heads modules load (the real ones do, as before)."""
+    from enigma.ope.heads import DiceHeads
+
+    cfg = TrackingConfig(uri=f"sqlite:///{tmp_path / 'db.sqlite'}", artifact_root=str(tmp_path / "art"), experiment="t",
+                         registered_model="heads")
+    good = tmp_path / "good.pt"
+    torch.save(torch.nn.ModuleDict({"reward": DiceHeads(4, 3, 5)}), good)
+    run = log_benchmark_run("tiny", [AgentResult("a1", "enigma", {"reward": 0.4}, {"reward": 0.5}, {}, {"ess": 1.0}, {},
+                                                 str(good))], cfg=cfg)
+    assert run.registered == "heads/1"
+    bad, marker = tmp_path / "bad.pt", tmp_path / "ran"
+    torch.save(_RunsCode(marker), bad)
+    with pytest.raises(ValueError, match=r"bad.pt: heads of held-out agent a2: not ENIGMA's heads, refused"):
+        log_benchmark_run("tiny", [AgentResult("a2", "enigma", {"reward": 0.4}, {"reward": 0.5}, {}, {"ess": 1.0}, {},
+                                               str(bad))], cfg=cfg)
+    assert not marker.exists()

@@ -3,6 +3,9 @@ recorded failures."""
 
 from __future__ import annotations
 
+import os
+import time
+
 import pyarrow.parquet as pq
 import pytest
 
@@ -97,7 +100,11 @@ def test_changed_agent_is_resampled(tmp_path):
     try:
         t1 = sample_targets(store, "python:mod_agent_v:make", cache_dir=tmp_path / "c", progress=False)
         mod.write_text(mod.read_text().replace("'v1'", "'v2'"))
-        importlib.reload(sys.modules["mod_agent_v"])
+        # the agent runs in a fresh process of its own each run (sample.agents.python); a later
+        # mtime keeps that import from taking the bytecode cached for 'v1' (same size, same second)
+        os.utime(mod, (time.time() + 2, time.time() + 2))
+        if "mod_agent_v" in sys.modules:  # imported here only where the agent runs in-process
+            importlib.reload(sys.modules["mod_agent_v"])
         t2 = sample_targets(store, "python:mod_agent_v:make", cache_dir=tmp_path / "c", progress=False)
     finally:
         sys.path.remove(str(tmp_path))

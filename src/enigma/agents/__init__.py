@@ -48,13 +48,20 @@ def unsourced_stand_in_table(path: str | Path) -> str | None:
     return spec if is_retrieval_stand_in(spec) and "source_context" not in schema.names else None
 
 
-def load_agent(spec: str, settings: AgentSettings | None = None) -> Agent:
+def load_agent(spec: str, settings: AgentSettings | None = None, *, isolate: bool = False) -> Agent:
     """Build the agent a spec names. Raises ``AgentSpecError`` (a ``ValueError``) with the
-    spec and the missing piece when it cannot."""
+    spec and the missing piece when it cannot. ``isolate``: a ``python:`` agent runs in a worker
+    process of its own (where ``settings.python.isolate``, the default), an
+    ``enigma.agents.isolated.IsolatedPythonAgent`` that its caller closes."""
     s = parse_spec(spec)
     settings = settings or AgentSettings()
     if s.kind == "python":
         from enigma.agents.python_agent import load_python_agent
+
+        if isolate and settings.python.isolate:
+            from enigma.agents.isolated import IsolatedPythonAgent
+
+            return IsolatedPythonAgent(s, settings.python)
 
         return load_python_agent(s)
     if s.kind == "table":
@@ -90,7 +97,11 @@ def fingerprint(spec: str, agent: Any) -> str:
     if s.kind == "python":
         from enigma.agents.python_agent import python_fingerprint_parts
 
-        return digest({"spec": s.shown, "python": python_fingerprint_parts(s, agent)})
+        from enigma.agents.isolated import IsolatedPythonAgent
+
+        # an agent in its own process: the parts its worker read off the real agent
+        parts = agent.python_parts if isinstance(agent, IsolatedPythonAgent) else python_fingerprint_parts(s, agent)
+        return digest({"spec": s.shown, "python": parts})
     return agent_fingerprint(s.shown, agent)
 
 

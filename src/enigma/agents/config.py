@@ -59,11 +59,26 @@ class TranscriptSettings(_Strict):
     # Record with each retrieved reply the conversation the stand-in's agent said it in (every
     # turn before it; on support, before the reply it snapped from), as the target table's
     # ``source_context``: ENIGMA then reads the reply in that conversation, not in the logged one
-    # whose state retrieved it. Off, the agent's fingerprint is what it was before this setting existed.
-    sources: bool = False
+    # whose state retrieved it. On by default, as params.yaml and docs/agents.md have it (until issue
+    # 73 the package's own default was off). Off, the agent's fingerprint is what it was before this
+    # setting existed.
+    sources: bool = True
+
+
+class PythonSettings(_Strict):
+    # Sampling runs each python: agent in a worker process of its own, started once and reused for
+    # every call (enigma.agents.isolated), so that an agent that ends its process (os._exit, a crash)
+    # or hangs is `error: agent <spec>: ...`, exit 2, not a silent end or a run that never returns.
+    # false: in the command's own process (to step through an agent in a debugger); no timeouts then.
+    isolate: bool = True
+    # A call (one state's replies) not answered within this: the agent hangs; its process is stopped.
+    call_timeout_s: float = Field(300.0, gt=0)
+    # The same for importing the agent's module and calling its factory (which may load a model).
+    load_timeout_s: float = Field(600.0, gt=0)
 
 
 class AgentSettings(_Strict):
+    python: PythonSettings = PythonSettings()
     hf: HFSettings = HFSettings()
     openai: OpenAISettings = OpenAISettings()
     transcripts: TranscriptSettings = TranscriptSettings()

@@ -79,17 +79,19 @@ def register(app: typer.Typer) -> None:
         cfg = load_params(params).sample
         if out is not None:
             check_out(out, "--out", folder=False)
+        check_out(Path(cache_dir or cfg.cache_dir), "--cache-dir" if cache_dir else "sample.cache_dir", folder=True)
         n = n_samples if n_samples is not None else cfg.n_samples
         s = seed if seed is not None else cfg.seed
         options = dict(cfg.run_options(), n_samples=n, seed=s, cache_dir=cache_dir or cfg.cache_dir)
         with agent_exits(spec):
             table, stats = run_sampling(store, spec, exclude_agents=exclude_agent, progress=progress and not quiet, **options)
-        import pyarrow.parquet as pq
+        from enigma.writes import naming, write_parquet
 
         if out is None:
             out = Path(cache_dir or cfg.cache_dir) / stats.agent_fingerprint / f"targets-n{n}-seed{s}.parquet"
-        out.parent.mkdir(parents=True, exist_ok=True)
-        pq.write_table(table, out)
+        with naming(out.parent):
+            out.parent.mkdir(parents=True, exist_ok=True)
+        write_parquet(out, table)  # beside it, then renamed over it: a failed write keeps what was there
         n_err = table.num_rows - table.column("error").null_count
         summary = {"out": str(out), "rows": table.num_rows, "failed_samples": n_err, **stats.as_dict()}
         label = (table.schema.metadata or {}).get(b"enigma.sampling.approximation")

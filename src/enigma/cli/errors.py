@@ -12,11 +12,12 @@ from typing import Callable, Iterator, TypeVar
 import typer
 
 from enigma.redaction import redact_userinfo
+from enigma.writes import WriteFailed, is_disk_error, reason
 
 F = TypeVar("F", bound=Callable)
 
 # Error types that carry a user-facing message (file, record, field). Stage modules add theirs.
-USER_ERRORS: list[type[BaseException]] = [FileNotFoundError, ValueError]
+USER_ERRORS: list[type[BaseException]] = [FileNotFoundError, ValueError, WriteFailed]
 
 
 def user_errors(fn: F) -> F:
@@ -26,6 +27,13 @@ def user_errors(fn: F) -> F:
             return fn(*args, **kwargs)
         except tuple(USER_ERRORS) as exc:
             typer.echo(f"error: {redact_userinfo(str(exc))}", err=True)
+            sys.exit(2)
+        except OSError as exc:
+            # a full disk (a quota, a size limit, a read-only mount) where no write names its path
+            # (enigma.writes does where it can): still the user's disk, not a bug of ours
+            if not is_disk_error(exc):
+                raise
+            typer.echo(f"error: {exc.filename or 'a file being written'}: cannot write it ({reason(exc)})", err=True)
             sys.exit(2)
 
     return wrapper  # type: ignore[return-value]

@@ -95,6 +95,15 @@ def run_estimate(
         parse_spec(spec)
     p = load_params(params)
     check_out(out, "--out", folder=True)
+    check_out(Path(cache_dir) if cache_dir else Path(p.sample.cache_dir), "--cache-dir" if cache_dir else "sample.cache_dir",
+              folder=True)
+    from enigma.evaluation.results import result_name_problem
+
+    for option, names in (("--target", targets), ("--target-actions", target_actions)):
+        for name in names:
+            if problem := result_name_problem(out / "results", name):
+                shown = name if len(name) <= 24 else f"{name[:24]}..."
+                raise ValueError(f"{option} {shown}: {problem}; choose a shorter name")
     if calibration is not None and not Path(calibration).is_dir():
         raise FileNotFoundError(f"--calibration {calibration}: results directory not found (a benchmark's data/<B>/results "
                                 "after its train stage, or the results/ folder of an earlier enigma estimate of the store's agents)")
@@ -137,6 +146,16 @@ def run_estimate(
             f"{experience}: the store has no ratings, so there is nothing to estimate (ENIGMA estimates each rating "
             "of the logged dialogues; ingest them with their scales, e.g. --scale overall=1:5)"
         )
+    from enigma.store.schema import RATING_PREFIX
+
+    n = store.dialogues.num_rows
+    rated = {r: n - store.dialogues.column(RATING_PREFIX + r).null_count for r in store.rating_names}
+    if not any(rated.values()):  # scales given at ingest, but no line carried the rating
+        counts = ", ".join(f"{r}: {k} of {n} rated" for r, k in rated.items())
+        raise ValueError(f"{experience}: no dialogue has a rating ({counts}), so there is nothing to estimate; "
+                         "ingest the ratings with the dialogues")
+    if calibration is not None:
+        _check_calibration_store(Path(calibration), store, experience)
     excluded = set(exclude_agents)
     unknown = excluded - set(store.agents())
     if unknown:
@@ -184,9 +203,43 @@ def run_estimate(
         "converged": {n: r["converged"] for n, r in results.items()},
         "diagnostics": {n: r["diagnostics"] for n, r in results.items()},
     }
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "estimates.json").write_text(json.dumps(_nan_to_null(summary), indent=2, allow_nan=False) + "\n")
+    from enigma.writes import naming, write_text
+
+    with naming(out):
+        out.mkdir(parents=True, exist_ok=True)
+    write_text(out / "estimates.json", json.dumps(_nan_to_null(summary), indent=2, allow_nan=False) + "\n")
     return summary
+
+
+def _check_calibration_store(calibration: Path, store, experience: Path) -> None:
+    """The calibration results must be of this store: each agent's result was made on the store
+    without that agent, whose digest it records (results of another store, such as another seed
+    of the simulator with the same agents, were used silently). A result that records none is a
+    warning: it cannot be checked."""
+    from enigma.evaluation.fingerprints import store_fingerprint
+    from enigma.evaluation.results import result_path, saved_experience_digest
+
+    unchecked, other = [], None
+    for agent in store.agents():
+        path = result_path(calibration, "enigma", agent)
+        if not path.is_file():
+            continue
+        recorded = saved_experience_digest(path)
+        if recorded is None:
+            unchecked.append(agent)
+            continue
+        mine = store_fingerprint(store.filter_agents(drop={agent}))
+        if recorded != mine and other is None:
+            other = (f"--calibration {calibration}: its results were made on another store than {experience} "
+                     f"(agent {agent}: its result's experience has digest {recorded}, this store without {agent} "
+                     f"has {mine}); calibrate on this store's own results (its benchmark's data/<B>/results, or "
+                     "an enigma estimate of its agents on it)")
+    if unchecked:
+        typer.echo(f"warning: --calibration {calibration}: {len(unchecked)} result(s) ({', '.join(unchecked[:3])}"
+                   f"{', ...' if len(unchecked) > 3 else ''}) record no digest of the store they were made on, so they "
+                   f"cannot be checked to be of {experience}", err=True)
+    if other:
+        raise ValueError(other)
 
 
 def _calibrate(results: dict, store, calibration: Path, level: float) -> None:

@@ -40,13 +40,13 @@ def ingest_command(
 ) -> None:
     """Read FORMAT input at PATH, validate it with Great Expectations and write the store."""
     _register_errors()
-    from enigma.store.config import parse_scale_option
+    from enigma.store.config import parse_scale_options
     from enigma.store.ingest import ingest
     from enigma.store import queries
 
     config = load_params(params).ingest
     check_out(out, "--out", folder=True)
-    scales = dict(parse_scale_option(s) for s in scale or [])
+    scales = parse_scale_options(scale or [])
     result = ingest(fmt, path, out, config, scales, progress=progress)
     r = result.read
     n_agents = len(set(r.dialogues.column("agent_id").to_pylist()))

@@ -48,6 +48,17 @@ def print_summary(summary: dict, path: Path) -> None:
         typer.echo(summary["headline"])
 
 
+def _check_benchmark_name(name: str) -> None:
+    """``--benchmark`` names the report's folder under ``--out``: a path there (``../../x``, an
+    absolute one) wrote the report outside it."""
+    if not name or name in (".", "..") or "/" in name or "\\" in name or "\0" in name:
+        raise ValueError(f"--benchmark {name!r}: expected a plain name (no / or \\, not . or ..), "
+                         "as it names the report's folder under --out")
+    if len(name.encode("utf-8", "surrogateescape")) > 255:
+        raise ValueError(f"--benchmark {name[:24]!r}...: too long for a folder's name ({len(name.encode('utf-8', 'surrogateescape'))} "
+                         "bytes, 255 at most)")
+
+
 def register(app: typer.Typer) -> None:
     app.add_typer(report_app, name="report")
 
@@ -88,6 +99,7 @@ def build(
 
     if (truth is None) == (truth_store is None):
         raise EvaluationError("give exactly one of --truth (a truth table) or --truth-store (an experience store)")
+    _check_benchmark_name(benchmark)
     cfg = load_params(params).with_overrides("report", plots=plots)
     out_dir = (out or cfg.out_dir) / benchmark
     check_out(out_dir, "--out", folder=True)

@@ -28,6 +28,7 @@ import numpy as np
 
 from enigma.encoders.weights import default_cache_dir, model_fingerprint, resolve_weights
 from enigma.model_loading import MODEL_LOAD_LOCK
+from enigma.writes import naming, write_atomic, write_text
 
 KEY_BYTES = 16
 
@@ -74,12 +75,11 @@ class EmbeddingCache:
         self.namespace = hashlib.blake2b(json.dumps(settings, sort_keys=True).encode(), digest_size=10).hexdigest()
         root = Path(cache_dir) if cache_dir is not None else default_cache_dir() / "embeddings"
         self.dir = root / self.namespace
-        self.dir.mkdir(parents=True, exist_ok=True)
+        with naming(self.dir):
+            self.dir.mkdir(parents=True, exist_ok=True)
         meta = self.dir / "settings.json"
         if not meta.exists():
-            tmp = meta.with_name(f".settings-{uuid.uuid4().hex}.json")
-            tmp.write_text(json.dumps({**settings, "model_dir": str(self.model_dir)}, indent=2))
-            os.replace(tmp, meta)
+            write_text(meta, json.dumps({**settings, "model_dir": str(self.model_dir)}, indent=2))
         self._index: dict[bytes, tuple[int, int]] = {}
         self._blocks: list[np.ndarray] = []
         self._seen_shards: set[str] = set()
@@ -239,12 +239,13 @@ class EmbeddingCache:
     def _write_shard(self, keys: list[bytes], vectors: np.ndarray) -> None:
         key_arr = np.frombuffer(b"".join(keys), dtype=np.uint8).reshape(len(keys), KEY_BYTES)
         name = f"shard-{os.getpid()}-{uuid.uuid4().hex}.npz"
-        tmp = self.dir / f".tmp-{name}"
-        with tmp.open("wb") as fh:
+
+        def write(fh) -> None:
             np.savez(fh, keys=key_arr, vectors=vectors.astype(np.float32, copy=False))
             fh.flush()
             os.fsync(fh.fileno())
-        os.replace(tmp, self.dir / name)
+
+        write_atomic(self.dir / name, write)  # whole or not at all: a full disk leaves no shard
 
     def compact(self) -> None:
         """Merge all shards into one (run when no other process is writing)."""

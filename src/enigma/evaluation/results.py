@@ -29,6 +29,7 @@ import pandas as pd
 from enigma.contracts import Estimator, EstimateResult
 from enigma.evaluation.errors import EvaluationError
 from enigma.evaluation.heldout import regime_names
+from enigma.writes import WriteFailed, naming, write_atomic, write_text
 
 RESULT_COLUMNS = [
     "estimator",
@@ -58,16 +59,37 @@ def result_path(results_dir: str | Path, estimator: str, agent_id: str) -> Path:
     return Path(results_dir) / _safe(estimator) / f"{_safe(agent_id)}.json"
 
 
+# the longest name a result file gets beside ``<agent>``: the curve, written as a temporary file
+# first (enigma.writes: ``.<name>.tmp<pid>``, a pid of up to 7 digits)
+_LONGEST_FILE = ".{}.curve.parquet.tmp4194304"
+
+
+def result_name_problem(results_dir: str | Path, agent_id: str) -> str | None:
+    """Why ``agent_id`` cannot name result files under ``results_dir`` (the longest of them over
+    the file system's limit on a file name, in bytes), or None when it can."""
+    longest = len(os.fsencode(_LONGEST_FILE.format(_safe(agent_id))))
+    where = Path(results_dir)
+    while not where.exists() and where != where.parent:
+        where = where.parent
+    try:
+        limit = os.pathconf(where, "PC_NAME_MAX")
+    except (OSError, ValueError):
+        limit = 255
+    if longest <= limit:
+        return None
+    return (f"the name is too long for its result files ({len(agent_id)} characters, {len(os.fsencode(_safe(agent_id)))} "
+            f"bytes quoted; its longest file name would have {longest} bytes, over the {limit} a file name may have here)")
+
+
 def artifact_path(results_dir: str | Path, estimator: str, agent_id: str, name: str) -> Path:
     """Where an artifact of a result lies (``heads``: ENIGMA's trained zeta/nu heads)."""
     return result_path(results_dir, estimator, agent_id).with_suffix(f".{name}.pt")
 
 
 def _atomic_write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + f".tmp{os.getpid()}")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    with naming(path.parent):
+        path.parent.mkdir(parents=True, exist_ok=True)
+    write_text(path, text)
 
 
 def jsonable_scalars(d: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -159,29 +181,51 @@ def timing_path(path: Path) -> Path:
 
 
 def write_result(path: Path, fingerprint: str, rows: list[dict[str, Any]], result: EstimateResult | None = None) -> None:
-    """The result file of one (estimator, agent) with its curve, artifacts and wall time beside it."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """The result file of one (estimator, agent) with its curve, artifacts and wall time beside it.
+    Each is written whole or not at all (``enigma.writes``); a write that fails (a full disk)
+    removes what this call wrote, so no part of the result is left to look finished."""
+    with naming(path.parent):
+        path.parent.mkdir(parents=True, exist_ok=True)
     seconds = next((r.get("seconds") for r in rows if r.get("seconds") is not None), None)
     rows = [{**r, "seconds": None} for r in rows]
     timing = timing_path(path)
-    if seconds is not None:
-        _atomic_write(timing, repr(float(seconds)))
-    else:
-        timing.unlink(missing_ok=True)  # a failure leaves no time of an earlier run beside it
-    if result is not None:
-        estimator, agent_id = rows[0]["estimator"], rows[0]["agent_id"]
-        curve = result.curve
-        if curve is not None and len(curve):
-            curve = curve.copy()
-            curve.insert(0, "agent_id", agent_id)
-            curve.insert(0, "estimator", estimator)
-            curve.to_parquet(path.with_suffix(".curve.parquet"), index=False)
-        if result.artifacts:
-            import torch
+    written: list[Path] = []
+    try:
+        if seconds is not None:
+            written.append(write_text(timing, repr(float(seconds))))
+        else:
+            timing.unlink(missing_ok=True)  # a failure leaves no time of an earlier run beside it
+        if result is not None:
+            estimator, agent_id = rows[0]["estimator"], rows[0]["agent_id"]
+            curve = result.curve
+            if curve is not None and len(curve):
+                curve = curve.copy()
+                curve.insert(0, "agent_id", agent_id)
+                curve.insert(0, "estimator", estimator)
+                written.append(write_atomic(path.with_suffix(".curve.parquet"), lambda fh: curve.to_parquet(fh, index=False)))
+            if result.artifacts:
+                import torch
 
-            for name, obj in result.artifacts.items():
-                torch.save(obj, path.with_suffix(f".{name}.pt"))
-    _atomic_write(path, json.dumps({"fingerprint": fingerprint, "rows": rows}, indent=1))
+                for name, obj in result.artifacts.items():
+                    written.append(write_atomic(path.with_suffix(f".{name}.pt"), lambda fh, obj=obj: torch.save(obj, fh)))
+        write_text(path, json.dumps({"fingerprint": fingerprint, "rows": rows}, indent=1))
+    except WriteFailed:
+        for f in written:
+            f.unlink(missing_ok=True)
+        raise
+
+
+def saved_experience_digest(path: Path) -> str | None:
+    """The digest of the experience a saved result was made on (``fingerprints.store_fingerprint``
+    of the store without the held-out agent: the first part of the result's fingerprint); None
+    where the file records none (a failure, a fingerprint of another form) or cannot be read."""
+    try:
+        saved = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError):
+        return None
+    fingerprint = saved.get("fingerprint") if isinstance(saved, dict) else None
+    parts = fingerprint.split("-") if isinstance(fingerprint, str) else []
+    return parts[0] if len(parts) == 3 and len(parts[0]) == 16 else None
 
 
 def read_saved(path: Path, fingerprint: str) -> pd.DataFrame | None:

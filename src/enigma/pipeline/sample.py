@@ -33,14 +33,13 @@ def sample_spec(store_dir: str | Path, spec: str, out: str | Path, sample_cfg: S
                 exclude_agents: tuple[str, ...] = (), progress: bool = False) -> pa.Table:
     """An agent's replies at every logged agent turn of a store (but ``exclude_agents``'
     dialogues), written to ``out`` (Parquet) and returned."""
-    import pyarrow.parquet as pq
-
     from enigma.sampling.sampler import sample_targets
+    from enigma.writes import write_parquet
 
     table = sample_targets(str(store_dir), spec, exclude_agents=tuple(exclude_agents), progress=progress,
                            **sample_cfg.run_options())
     Path(out).parent.mkdir(parents=True, exist_ok=True)
-    pq.write_table(table, out)
+    write_parquet(out, table)
     return table
 
 

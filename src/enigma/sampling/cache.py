@@ -14,6 +14,8 @@ from typing import Iterable
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from enigma.writes import naming, write_parquet, write_text
+
 log = logging.getLogger(__name__)
 
 CACHE_SCHEMA = pa.schema(
@@ -44,15 +46,14 @@ class SampleCache:
     def __init__(self, cache_dir: str | Path, fingerprint: str):
         self.dir = Path(cache_dir) / fingerprint
         self.fingerprint = fingerprint
-        self.dir.mkdir(parents=True, exist_ok=True)
+        with naming(self.dir):
+            self.dir.mkdir(parents=True, exist_ok=True)
         self._counter = 0
 
     def write_info(self, info: dict) -> None:
         path = self.dir / "agent.json"
         if not path.exists():
-            tmp = path.with_suffix(".json.tmp")
-            tmp.write_text(json.dumps(info, indent=2, sort_keys=True) + "\n")
-            os.replace(tmp, path)
+            write_text(path, json.dumps(info, indent=2, sort_keys=True) + "\n")
 
     def parts(self) -> list[Path]:
         return sorted(self.dir.glob("part-*.parquet"))
@@ -77,8 +78,5 @@ class SampleCache:
             return None
         self._counter += 1
         name = f"part-{time.time_ns():020d}-{os.getpid()}-{self._counter:05d}.parquet"
-        path = self.dir / name
-        tmp = self.dir / (name + ".tmp")
-        pq.write_table(pa.Table.from_pylist(rows, schema=CACHE_SCHEMA), tmp)
-        os.replace(tmp, path)  # atomic: readers see a whole part or none
-        return path
+        # atomic: readers see a whole part or none, and a failed write (a full disk) leaves none
+        return write_parquet(self.dir / name, pa.Table.from_pylist(rows, schema=CACHE_SCHEMA))

@@ -25,12 +25,13 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Iterable, Literal
+from typing import Any, Callable, Iterable, Literal
 
 import pyarrow as pa
 
 from enigma.agents import AgentSettings, approximation_label, fingerprint, load_agent, shown_spec, state_hash
 from enigma.agents.errors import AgentCallError, AgentUnavailable
+from enigma.agents.isolated import AgentProcessLost, IsolatedPythonAgent
 from enigma.contracts import Turn
 from enigma.sampling.cache import SampleCache
 from enigma.store.experience import ExperienceStore
@@ -233,9 +234,27 @@ def run_sampling(
         raise ValueError(f"n_samples must be at least 1, got {n_samples}")
     if not isinstance(store, ExperienceStore):
         store = ExperienceStore.open(store)
+    if agent is not None:
+        return _run_sampling(store, agent_spec, agent, n_samples=n_samples, seed=seed, cache_dir=cache_dir,
+                             exclude_agents=exclude_agents, chunk_states=chunk_states,
+                             max_replies_per_call=max_replies_per_call, max_consecutive_errors=max_consecutive_errors,
+                             retry_errors=retry_errors, progress=progress)
+    # a python: agent runs in a process of its own (sample.agents.python), stopped when the run ends
+    agent = load_agent(agent_spec, settings, isolate=True)
+    try:
+        return _run_sampling(store, agent_spec, agent, n_samples=n_samples, seed=seed, cache_dir=cache_dir,
+                             exclude_agents=exclude_agents, chunk_states=chunk_states,
+                             max_replies_per_call=max_replies_per_call, max_consecutive_errors=max_consecutive_errors,
+                             retry_errors=retry_errors, progress=progress)
+    finally:
+        if isinstance(agent, IsolatedPythonAgent):
+            agent.close()
+
+
+def _run_sampling(store: ExperienceStore, agent_spec: str, agent: Any, *, n_samples: int, seed: int,
+                  cache_dir: str | Path, exclude_agents: Iterable[str], chunk_states: int, max_replies_per_call: int,
+                  max_consecutive_errors: int, retry_errors: bool, progress: bool) -> tuple[pa.Table, SamplingStats]:
     shown = shown_spec(agent_spec)  # credentials in a URL hidden: this goes into messages, logs, the cache, the table
-    if agent is None:
-        agent = load_agent(agent_spec, settings)
     fp = fingerprint(agent_spec, agent)
     cache = SampleCache(cache_dir, fp)
     label = approximation_label(agent_spec)
@@ -276,8 +295,21 @@ def run_sampling(
     pending = [c for c in calls if not all(done(key_of(st), i) for st in receivers(c) for i in range(n_samples))]
     stats.n_cached = len(calls) - len(pending)
 
-    def ask(call: _Call) -> list[dict]:
-        st, to = call.state, receivers(call)
+    def request(call: _Call) -> tuple[str, tuple, dict]:
+        """The agent method, arguments and keywords of ``call``."""
+        st, want = call.state, n_samples * len(receivers(call))
+        if mode == "keyed":
+            return "respond_at", (st.dialog_id, st.turn_index, list(st.history)), {"n": want, "seed": call.seed}
+        return ("respond_with_sources" if sourced else "respond"), (list(st.history),), {"n": want, "seed": call.seed}
+
+    def asked(call: _Call) -> Callable[[], Any]:
+        """``call`` made in this process, when its rows are made."""
+        name, args, kwargs = request(call)
+        return lambda: getattr(agent, name)(*args, **kwargs)
+
+    def ask(call: _Call, answer: Callable[[], Any]) -> list[dict]:
+        """The rows of ``call`` from ``answer()``: what the agent returned, or raised."""
+        to = receivers(call)
         want = n_samples * len(to)
         missing = [(j, occ, i) for j, occ in enumerate(to) for i in range(n_samples) if not done(key_of(occ), i)]
 
@@ -288,15 +320,14 @@ def run_sampling(
 
         sources: list = []
         try:
-            if mode == "keyed":
-                replies = agent.respond_at(st.dialog_id, st.turn_index, list(st.history), n=want, seed=call.seed)
-            elif sourced:
-                pairs = agent.respond_with_sources(list(st.history), n=want, seed=call.seed)
+            replies = answer()
+            if sourced and mode != "keyed":
+                pairs = replies
                 replies, sources = [reply for reply, _ in pairs], [source for _, source in pairs]
-            else:
-                replies = agent.respond(list(st.history), n=want, seed=call.seed)
             if not isinstance(replies, (list, tuple)):
                 raise AgentCallError(f"agent returned {type(replies).__name__}, expected a list of strings")
+        except AgentProcessLost:  # its process died or hangs: no later call can be answered
+            raise
         except Exception as exc:  # recorded for this call's rows; the run goes on
             err = _clean_error(exc)
             return [row(occ, i, None, err) for _, occ, i in missing]
@@ -321,6 +352,8 @@ def run_sampling(
         # it here; a failure only costs that speed-up, the per-state calls report their errors.
         try:
             prepare([list(c.state.history) for c in pending])
+        except AgentProcessLost:
+            raise
         except Exception as exc:
             log.warning("sampling %s: prepare() failed, going on call by call (%s)", shown, _clean_error(exc))
 
@@ -349,7 +382,12 @@ def run_sampling(
     try:
         for start in range(0, len(pending), chunk_states):
             chunk = pending[start : start + chunk_states]
-            results = pool.map(ask, chunk) if pool else map(ask, chunk)
+            if isinstance(agent, IsolatedPythonAgent):  # the chunk's calls sent at once, answered one by one
+                results = map(ask, chunk, agent.answers([request(c) for c in chunk]))
+            elif pool:
+                results = pool.map(lambda c: ask(c, asked(c)), chunk)
+            else:
+                results = (ask(c, asked(c)) for c in chunk)
             for rows in results:
                 stats.n_called += 1
                 failed = any(r["error"] is not None for r in rows)

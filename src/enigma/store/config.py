@@ -33,11 +33,15 @@ class RatingScale(BaseModel):
 
     @model_validator(mode="after")
     def _check(self) -> "RatingScale":
-        if not (math.isfinite(self.min) and math.isfinite(self.max)) or self.min >= self.max:
-            raise ValueError(f"scale needs finite min < max, got min={self.min} max={self.max}")
+        if not (math.isfinite(self.min) and math.isfinite(self.max)):
+            raise ValueError(f"min and max must be finite numbers, got min={self.min:g} max={self.max:g}")
+        if self.min >= self.max:
+            raise ValueError(f"min must be below max, got min={self.min:g} max={self.max:g}")
         if self.normalise == "divide":
-            if self.divisor is None or self.divisor <= 0:
-                raise ValueError("normalise: divide needs a positive divisor")
+            # nan passed `<= 0` and made every rating nan; inf made every rating 0
+            if self.divisor is None or not math.isfinite(self.divisor) or self.divisor <= 0:
+                got = "none" if self.divisor is None else f"{self.divisor:g}"
+                raise ValueError(f"normalise: divide: the divisor must be a finite number above 0, got {got}")
             if self.min < 0 or self.max > self.divisor:
                 raise ValueError(
                     f"divide by {self.divisor} maps [{self.min}, {self.max}] outside [0, 1]"
@@ -116,6 +120,8 @@ class IngestConfig(BaseModel):
 
 def parse_scale_option(option: str) -> tuple[str, RatingScale]:
     """``name=min:max`` (min-max normalised) or ``name=min:max/divisor`` from the command line."""
+    from pydantic import ValidationError
+
     name, sep, rng = option.partition("=")
     name = name.strip()
     if not sep or not RATING_NAME_RE.match(name):
@@ -128,9 +134,22 @@ def parse_scale_option(option: str) -> tuple[str, RatingScale]:
         kwargs: dict = {"min": float(lo), "max": float(hi)}
         if slash:
             kwargs.update(normalise="divide", divisor=float(div))
+    except ValueError:
+        raise ValueError(f"--scale {option!r}: expected NAME=MIN:MAX or NAME=MIN:MAX/DIVISOR with numbers") from None
+    try:
         return name, RatingScale(**kwargs)
-    except ValueError as exc:  # pydantic's ValidationError is a ValueError too
-        detail = f" ({exc})" if str(exc) else ""
-        raise ValueError(
-            f"--scale {option!r}: expected NAME=MIN:MAX or NAME=MIN:MAX/DIVISOR with numbers{detail}"
-        ) from None
+    except ValidationError as exc:  # one line: what is wrong with the numbers, not pydantic's report
+        why = exc.errors()[0]["msg"].removeprefix("Value error, ").removeprefix("normalise: divide: ")
+        raise ValueError(f"--scale {option!r}: {why}") from None
+
+
+def parse_scale_options(options: list[str]) -> dict[str, RatingScale]:
+    """Every ``--scale``; one rating given twice is an error (the last one silently won)."""
+    scales: dict[str, RatingScale] = {}
+    given: dict[str, str] = {}
+    for option in options:
+        name, scale = parse_scale_option(option)
+        if name in scales:
+            raise ValueError(f"--scale: rating {name!r} given twice ({given[name]!r} and {option!r}); give each rating one scale")
+        scales[name], given[name] = scale, option
+    return scales

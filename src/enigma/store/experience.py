@@ -57,12 +57,17 @@ class ExperienceStore:
         return cls(tables[S.DIALOGUES_FILE], tables[S.TURNS_FILE], rejects)
 
     def write(self, path: str | Path, manifest: dict | None = None) -> Path:
+        """The store's files in ``path``; a file that cannot be written (a full disk) is
+        ``enigma.writes.WriteFailed`` naming it, and is not left half written."""
+        from enigma.writes import naming, write_parquet, write_text
+
         path = Path(path)
-        path.mkdir(parents=True, exist_ok=True)
-        pq.write_table(self.dialogues, path / S.DIALOGUES_FILE)
-        pq.write_table(self.turns, path / S.TURNS_FILE)
+        with naming(path):
+            path.mkdir(parents=True, exist_ok=True)
+        write_parquet(path / S.DIALOGUES_FILE, self.dialogues)
+        write_parquet(path / S.TURNS_FILE, self.turns)
         rejects = self.rejects if self.rejects is not None else S.REJECTS_SCHEMA.empty_table()
-        pq.write_table(rejects, path / S.REJECTS_FILE)
+        write_parquet(path / S.REJECTS_FILE, rejects)
         info = {
             "n_dialogues": self.dialogues.num_rows,
             "n_turns": self.turns.num_rows,
@@ -71,7 +76,7 @@ class ExperienceStore:
             "ratings": self.rating_names,
         }
         info.update(manifest or {})
-        (path / S.MANIFEST_FILE).write_text(json.dumps(info, indent=2, sort_keys=True) + "\n")
+        write_text(path / S.MANIFEST_FILE, json.dumps(info, indent=2, sort_keys=True) + "\n")
         return path
 
     # ---- queries ------------------------------------------------------------------------

@@ -33,6 +33,7 @@ from enigma.store.experience import ExperienceStore
 from enigma.store.readers import ReadResult, read
 from enigma.store.readers.base import IngestError
 from enigma.store.validation import ValidationReport, validate
+from enigma.writes import WriteFailed, naming, write_text
 
 
 @dataclass
@@ -60,6 +61,20 @@ def _check_out_dir(out: Path) -> None:
         raise IngestError(f"{out}: exists and is not an experience store (no {S.MANIFEST_FILE}); refusing to overwrite it")
 
 
+def _check_input_outside(path: Path, out: Path, fmt: str) -> None:
+    """An input inside ``out`` would be deleted with the old store when the new one is swapped in
+    (a store read back in place, ``parquet`` with ``path`` = ``out``, is rewritten whole: allowed)."""
+    def inside(a: Path, b: Path) -> bool:
+        return a == b or b in a.parents
+
+    given, resolved = (Path(os.path.abspath(path)), Path(os.path.abspath(out))), (path.resolve(), out.resolve())
+    if fmt == "parquet" and resolved[0] == resolved[1]:
+        return
+    if inside(*given) or inside(*resolved):
+        raise IngestError(f"{path}: the input is inside --out {out}, which ingest replaces whole (the input would be "
+                          "deleted with the old store); move it out of the store first")
+
+
 def _first_rejects(result: ReadResult, n: int = 5) -> str:
     rows = result.rejects.slice(0, n).to_pylist()
     return "\n  ".join(
@@ -78,6 +93,7 @@ def ingest(fmt: str, path: str | Path, out: str | Path, config: IngestConfig | N
         with _locked(out):
             _recover(out)
     _check_out_dir(out)
+    _check_input_outside(Path(path), out, fmt)
     spec = None
     if scales:
         spec = config.source(fmt).with_scales(scales)
@@ -89,11 +105,11 @@ def ingest(fmt: str, path: str | Path, out: str | Path, config: IngestConfig | N
         )
     report = validate(result.dialogues, result.turns, result.spec, config)
     if not report.success:
-        out.parent.mkdir(parents=True, exist_ok=True)
+        with naming(out.parent):
+            out.parent.mkdir(parents=True, exist_ok=True)
         failed_report = out.parent / f"{out.name}.validation.md"
-        failed_report.write_text(report.to_markdown(), encoding="utf-8")
-        (out.parent / f"{out.name}.validation.json").write_text(
-            json.dumps(report.to_json_dict(), indent=2, default=str) + "\n", encoding="utf-8")
+        write_text(failed_report, report.to_markdown())
+        write_text(out.parent / f"{out.name}.validation.json", json.dumps(report.to_json_dict(), indent=2, default=str) + "\n")
         report.raise_for_critical(f"{path} (store not written; report in {failed_report} and .json)")
 
     manifest = {
@@ -105,18 +121,25 @@ def ingest(fmt: str, path: str | Path, out: str | Path, config: IngestConfig | N
         "max_text_chars": config.max_text_chars,
         "validation": {"success": report.success, "warnings": [c.summary() for c in report.warnings]},
     }
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with _locked(out):
-        _recover(out)
-        tmp = _beside(out, "tmp")
-        # mkdir, not mkdtemp: the store gets the user's umask, not mkdtemp's owner-only mode
-        tmp.mkdir()
-        try:
-            ExperienceStore(result.dialogues, result.turns, result.rejects).write(tmp, manifest)
-            report.save(tmp)
-            _swap_in(tmp, out)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
+    with naming(out.parent):
+        out.parent.mkdir(parents=True, exist_ok=True)
+    kept = f"{out} is as it was" if out.exists() else f"nothing was written at {out}"
+    try:
+        with naming(out), _locked(out):
+            _recover(out)
+            tmp = _beside(out, "tmp")
+            try:
+                # mkdir, not mkdtemp: the store gets the user's umask, not mkdtemp's owner-only mode
+                with naming(tmp):
+                    tmp.mkdir()
+                ExperienceStore(result.dialogues, result.turns, result.rejects).write(tmp, manifest)
+                report.save(tmp)
+                _swap_in(tmp, out)
+            finally:
+                shutil.rmtree(tmp, ignore_errors=True)
+    except WriteFailed as exc:  # a full disk: the new store is not written, and the old one stays
+        raise WriteFailed(out, exc.reason, f"{out}: the new store could not be written ({exc.path.name}: {exc.reason}); "
+                                           f"{kept}") from exc
     return IngestResult(out, result, report)
 
 

@@ -117,10 +117,13 @@ class ValidationReport:
 
     def save(self, directory: str | Path) -> tuple[Path, Path]:
         directory = Path(directory)
-        directory.mkdir(parents=True, exist_ok=True)
+        from enigma.writes import naming, write_text
+
+        with naming(directory):
+            directory.mkdir(parents=True, exist_ok=True)
         j, m = directory / REPORT_JSON, directory / REPORT_MD
-        j.write_text(json.dumps(self.to_json_dict(), indent=2, default=_json_default) + "\n", encoding="utf-8")
-        m.write_text(self.to_markdown(), encoding="utf-8")
+        write_text(j, json.dumps(self.to_json_dict(), indent=2, default=_json_default) + "\n")
+        write_text(m, self.to_markdown())
         return j, m
 
 

@@ -176,7 +176,20 @@ def _log_heads(res: AgentResult, run_id: str) -> tuple[float, str, str]:
     path = Path(res.model_path)
     if not path.is_file():
         raise FileNotFoundError(f"{path}: heads of held-out agent {res.agent_id} not found")
-    module = torch.load(path, weights_only=False)
+    # The heads are a whole nn.Module (enigma.ope.heads.DiceHeads, or a ModuleDict of them for
+    # per-rating runs), so weights alone do not load them: torch's safe loader, with those module
+    # classes allowed and nothing else (weights_only=False would run any code a file's pickle names).
+    import pickle
+
+    from enigma.ope.heads import DiceHeads
+
+    allowed = [DiceHeads, torch.nn.ModuleDict, torch.nn.Sequential, torch.nn.Linear, torch.nn.GELU]
+    try:
+        with torch.serialization.safe_globals(allowed):
+            module = torch.load(path, weights_only=True)
+    except pickle.UnpicklingError as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ValueError(f"{path}: heads of held-out agent {res.agent_id}: not ENIGMA's heads, refused ({first})") from exc
     with mlflow.start_run(run_id=run_id):
         info = mlflow.pytorch.log_model(
             module, name="heads", pip_requirements=pip_requirements(), serialization_format="pickle"

@@ -7,7 +7,8 @@
 ``dialog_id``, ``agent_id`` and ``turns`` are required; ``ratings`` and ``meta`` are optional
 (a rating left out is stored as null). Every rating name needs a declared scale: params.yaml
 ``ingest.sources.jsonl.ratings`` or ``--scale name=min:max`` on the command line. Unknown
-top-level keys are rejected so that a typo (``rating``) does not silently lose data.
+keys, at the top level or in a turn, are rejected so that a typo (``rating``) or a field the store
+has no place for (a turn's ``ts``) does not silently lose data.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from enigma.store.readers.base import (
 SOURCE = "jsonl"
 REQUIRED = ("dialog_id", "agent_id", "turns")
 OPTIONAL = ("ratings", "meta")
+TURN_FIELDS = ("role", "text")
 
 
 def _parse(obj) -> dict:
@@ -49,9 +51,13 @@ def _parse(obj) -> dict:
     for i, t in enumerate(turns):
         if not isinstance(t, dict):
             raise RecordRejected(f"turns[{i}]", f"expected an object with role and text, got {type(t).__name__}", dialog_id)
-        for name in ("role", "text"):
+        for name in TURN_FIELDS:
             if name not in t:
                 raise RecordRejected(f"turns[{i}].{name}", f"missing field {name!r}", dialog_id)
+        extra = sorted(set(t) - set(TURN_FIELDS))
+        if extra:  # a turn holds its role and text only: anything else would be lost without a word
+            raise RecordRejected(f"turns[{i}].{extra[0]}", f"unknown field(s) {extra} in a turn; allowed: {list(TURN_FIELDS)} "
+                                 "(keep more in the dialogue's meta)", dialog_id)
         pairs.append((t["role"], t["text"]))
     return {"dialog_id": obj["dialog_id"], "agent_id": obj["agent_id"], "turns": pairs,
             "ratings": obj.get("ratings") or {}, "meta": obj.get("meta")}
