@@ -227,7 +227,7 @@ def test_closing_exchanges_follow_the_outcome_and_change_nothing_before_it(agent
     """``closing_exchanges``: after the agent ends the dialogue the customer thanks it k times and
     the agent answers each in its own words; the dialogue up to its end and the scores are those
     of the same seed without them, and a seller asked after the end only closes."""
-    from enigma.sim.rollout import CLOSING_THANKS
+    from enigma.sim.language import CLOSING_THANKS
     from enigma.sim.sellers import dialogue_over
 
     seller = make_seller(agent_id)
@@ -241,6 +241,9 @@ def test_closing_exchanges_follow_the_outcome_and_change_nothing_before_it(agent
             assert [t.role for t in extra] == ["user", "agent"] * 3
             assert all(t.text in CLOSING_THANKS for t in extra[::2])
             assert all(dialogue_over(late.turns[: len(plain.turns) + i]) for i in range(len(extra)))
+            # anything but thanks after the end is answered as before closings existed
+            other = list(plain.turns) + [type(plain.turns[0])("user", "What about my flight?")]
+            assert seller.respond(other, seed=1)[0] not in {t.text for t in extra[1::2]} or agent_id == "hopeless"
 
 
 def test_a_store_without_closings_is_byte_identical_to_one_made_before_the_setting(tmp_path):

@@ -259,6 +259,11 @@ _ASKS = (
                          r"time of day|\brequirements\b|\bconstraints\b")),
     ("confirm_cancel", re.compile(r"\b(?:shall|should) i (?:go ahead and )?cancel|confirm the cancell?ation|want me to cancel")),
 )  # fmt: skip
+# what the customer says after the outcome (``simulate.closing_exchanges``): thanks that ask for nothing
+CLOSING_THANKS = ("Thank you.", "Okay, thanks.", "Alright, thank you for your help.", "Thanks, that is all.",
+                  "Great, thanks again.")
+
+
 _GOODBYE_RE = re.compile(r"\bgoodbye\b|\bbye\b|have a (?:nice|great|good|lovely) day")
 
 

@@ -16,15 +16,10 @@ from dataclasses import dataclass
 from enigma.contracts import Agent, Turn
 from enigma.sim.customer import Customer
 from enigma.sim.goals import Goal, Outcome, expected_outcome, sample_goal
-from enigma.sim.language import read_action, read_agent
+from enigma.sim.language import CLOSING_THANKS, read_action, read_agent
 from enigma.sim.rng import mix, rng
 from enigma.sim.scoring import AIRDIALOGUE_WEIGHTS, NO_ACTION, Action, score
 from enigma.sim.sellers import MAX_AGENT_TURNS
-
-
-# what the customer says after the outcome (``closing_exchanges``): thanks that ask for nothing
-CLOSING_THANKS = ("Thank you.", "Okay, thanks.", "Alright, thank you for your help.", "Thanks, that is all.",
-                  "Great, thanks again.")
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ from enigma.contracts import History
 from enigma.sim import world as W
 from enigma.sim.config import MAX_AGENT_TURNS, PRESET_NAMES
 from enigma.sim.goals import INTENTS, meets_preferences
-from enigma.sim.language import AgentFacts, fmt_action, fmt_date, fmt_hour, read_action, read_agent, read_customer
+from enigma.sim.language import CLOSING_THANKS, AgentFacts, fmt_action, fmt_date, fmt_hour, read_action, read_agent, read_customer
 from enigma.sim.rng import rng
 from enigma.sim.scoring import AIRDIALOGUE_WEIGHTS
 
@@ -232,9 +232,10 @@ class SellerAgent:
     # ---- the Agent protocol ------------------------------------------------------------------
     def respond(self, history: History, n: int = 1, seed: int | None = None) -> list[str]:
         base = 0 if seed is None else seed
-        if dialogue_over(history):
-            # the customer lingers after the outcome (``simulate.closing_exchanges``): small talk
-            # that decides nothing
+        if history and history[-1].role == "user" and history[-1].text in CLOSING_THANKS and dialogue_over(history):
+            # the customer thanks it after the outcome (``simulate.closing_exchanges``): small talk
+            # that decides nothing. Anything else said after the end is answered as before (a
+            # learned customer may go on talking), so the stores made before closings stay as they were
             return [self._say("closing", rng(base, "closing", i)) for i in range(n)]
         belief = self.understand(history)
         return [self._act(belief, rng(base, "act", i)) for i in range(n)]
