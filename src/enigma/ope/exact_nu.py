@@ -62,7 +62,7 @@ from enigma.ope.features import Features
 from enigma.ope.guards import DiceDivergence, check_zeta
 from enigma.ope.heads import DiceHeads, zeta_activation
 from enigma.ope.objective import penalty
-from enigma.ope.problem import Solution
+from enigma.ope.solution import Solution
 from enigma.ope.flow_rows import flow_rows
 from enigma.ope.turns import TurnFeatures
 
