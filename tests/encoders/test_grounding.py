@@ -11,7 +11,8 @@ import pytest
 import torch
 
 import enigma.ope as ope
-from enigma.contracts import HeldOutAgent, Turn
+from enigma.contracts import HeldOutAgent
+from enigma.dialogue import Turn
 from enigma.encoders.base import DialogueActions
 from enigma.encoders.frozen import AGREEMENT_DIM, GROUNDING_DIM, FrozenPairEncoder, Mentioned, grounding_features
 from enigma.encoders.text_cache import EmbeddingCache

@@ -7,7 +7,7 @@ import itertools
 
 import pytest
 
-from enigma.contracts import Turn
+from enigma.dialogue import Turn
 from enigma.encoders.base import DialogueActions
 from enigma.encoders.frozen import AGREEMENT_DIM, GROUNDING_DIM, FrozenPairEncoder
 from enigma.encoders.knowledge import KNOWLEDGE_DIM, Lookup, knowledge_features, knowledge_measures, load_knowledge, unrequested

@@ -11,7 +11,7 @@ import torch
 
 from enigma.comparators.dialogues import AgentDialogue
 from enigma.comparators.features import FeatureExtractor
-from enigma.contracts import Turn
+from enigma.dialogue import Turn
 from enigma.encoders.base import DialogueActions
 from enigma.encoders.frozen import AGREEMENT_DIM, GROUNDING_DIM, FrozenPairEncoder
 from enigma.encoders.text_cache import EmbeddingCache

@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
 
-from enigma.contracts import Turn
+from enigma.dialogue import Turn
 from enigma.sim import world as W
 from enigma.sim.generate import TRUTH_FILE, SimulateConfig, generate
 from enigma.sim.language import fmt_date, read_action, read_agent

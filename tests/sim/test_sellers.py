@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from enigma.contracts import Agent, Turn
+from enigma.contracts import Agent
+from enigma.dialogue import Turn
 from enigma.sim import sellers
 from enigma.sim.goals import expected_outcome
 from enigma.sim.language import read_action, read_agent

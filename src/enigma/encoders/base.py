@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from enigma.contracts import Turn
+from enigma.dialogue import Turn
 
 
 def turn_offsets(n_agent_turns: torch.Tensor) -> torch.Tensor:

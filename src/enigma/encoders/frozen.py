@@ -53,7 +53,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from enigma.contracts import Turn
+from enigma.dialogue import Turn
 from enigma.encoders.base import DialogueActions, PairEncoder, pad_rows, rows_of
 from enigma.encoders.knowledge import (KnowledgeBase, Lookup, checks_against_user, knowledge_features, knowledge_measures,
                                        latest_request, reads_requests, unrequested)

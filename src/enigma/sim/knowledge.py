@@ -27,7 +27,7 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-from enigma.contracts import Turn
+from enigma.dialogue import Turn
 from enigma.encoders.knowledge import Lookup
 from enigma.sim import world as W
 from enigma.sim.goals import meets_preferences

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from enigma.contracts import Agent, Turn
+from enigma.contracts import Agent
+from enigma.dialogue import Turn
 from enigma.sim.customer import Customer
 from enigma.sim.goals import Goal, Outcome, expected_outcome, sample_goal
 from enigma.sim.language import read_action, read_agent

@@ -26,7 +26,7 @@ import random
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
-from enigma.contracts import History
+from enigma.dialogue import History
 from enigma.sim import world as W
 from enigma.sim.config import MAX_AGENT_TURNS, PRESET_NAMES
 from enigma.sim.goals import INTENTS, meets_preferences
