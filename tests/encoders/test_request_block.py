@@ -8,12 +8,10 @@ import torch
 
 from enigma.dialogue import Turn
 from enigma.encoders.base import DialogueActions
-from enigma.encoders.frozen import (
-    AGREEMENT_DIM,
-    GROUNDING_DIM,
-    REQUEST_DIM,
-    FrozenPairEncoder,
-)
+from enigma.encoders.agreement import AGREEMENT_DIM
+from enigma.encoders.frozen import FrozenPairEncoder
+from enigma.encoders.grounding import GROUNDING_DIM
+from enigma.encoders.request import REQUEST_DIM
 from enigma.encoders.text_cache import EmbeddingCache
 from enigma.ope.config import DiceConfig
 from enigma.reply_measures import REPLY_MEASURES_DIM
