@@ -100,3 +100,85 @@ def headline(
                 f"{_fmt(e.means[stat])} ({_fmt_ci(e.mean_ci[stat])}){gap}."
             )
     return " ".join(parts)
+
+
+ROWS = (*HALVES, "all")  # the headline table's rows, in order: the test half leads
+_WHERE = {"test": "on the test half", "dev": "on the dev half", "all": "across all agents"}
+
+
+def headline_table(halves: dict[str, list[str]], split_ranking: dict[str, list[str]],
+                   half_scores: dict[str, dict[str, EstimatorScore]], split_comparison: dict[str, dict[str, Any]],
+                   ranking: list[str], scores: dict[str, EstimatorScore], comparison: dict[str, Any],
+                   cfg: ReportConfig) -> list[dict[str, Any]]:
+    """The table a report leads with: one row for the test half, the dev half and all agents (a
+    half without agents has none; no rows where ENIGMA is not in the report), each with ENIGMA's
+    mean (``report.rank_by``) and its interval, the best other estimator (``ranking.best_other``)
+    and its mean, ENIGMA minus it with the paired interval, and ENIGMA's rank. ``note``: where
+    ENIGMA is not first, a sentence that says so (None where it is)."""
+    enigma, stat = cfg.enigma_estimator, cfg.rank_by[len("mean_"):]
+    rows = []
+    for h in ROWS:
+        order, sc, pair, n = ((ranking, scores, comparison.get("enigma_minus_best_other"), sum(map(len, halves.values())))
+                              if h == "all" else (split_ranking[h], half_scores[h],
+                                                  split_comparison[h].get("enigma_minus_best_other"), len(halves[h])))
+        if not n or enigma not in sc:
+            continue
+        other = best_other(order, enigma)
+        rows.append({
+            "half": h, "n_agents": n, "stat": cfg.rank_by,
+            "enigma": {"estimator": enigma, "value": sc[enigma].means[stat], "ci95": sc[enigma].mean_ci[stat]},
+            "best_other": None if other is None else {"estimator": other, "value": sc[other].means[stat],
+                                                      "ci95": sc[other].mean_ci[stat]},
+            "difference": {"value": pair["difference"], "ci95": pair["ci95"]} if pair else None,
+            "rank": order.index(enigma) + 1, "of": len(order), "first": order[0],
+            "note": _not_first(h, order, sc, enigma, stat),
+        })
+    return rows
+
+
+def _not_first(half: str, order: list[str], scores: dict[str, EstimatorScore], enigma: str, stat: str) -> str | None:
+    """Where ENIGMA is not first, the plain sentence that says so; None where it is."""
+    pos = order.index(enigma)
+    if pos == 0:
+        return None
+    text = f"ENIGMA is not first {_WHERE[half]}: it ranks {pos + 1} of {len(order)}"
+    if only_own_settings_above(order, enigma):
+        own = order[:pos]
+        return (f"{text}, below only its own setting{'s' if len(own) > 1 else ''} {', '.join(own)}; "
+                "it leads every other estimator.")
+    return (f"{text}; {order[0]} ranks first with {_fmt(scores[order[0]].means[stat])} against ENIGMA's "
+            f"{_fmt(scores[enigma].means[stat])}.")
+
+
+def headline_cells(row: dict[str, Any]) -> dict[str, str]:
+    """One row of the headline table as text: the half with its agents, ENIGMA's mean [CI], the
+    best other estimator and its mean, ENIGMA minus it [paired CI], and ENIGMA's rank ("n/a"
+    where a number is undefined, "none" where there is no other estimator)."""
+    other, diff = row["best_other"], row["difference"]
+    half = f"{row['half']} half ({row['n_agents']} agents)" if row["half"] in HALVES else f"all agents ({row['n_agents']})"
+    return {
+        "half": half,
+        "enigma": f"{_num(row['enigma']['value'])} {_interval(row['enigma']['ci95'])}".rstrip(),
+        "best_other": "none" if other is None else f"{other['estimator']} {_num(other['value'])}",
+        "difference": "n/a" if diff is None else f"{_num(diff['value'], signed=True)} {_interval(diff['ci95'], signed=True)}".rstrip(),
+        "rank": f"{row['rank']} of {row['of']}",
+    }
+
+
+def headline_columns(stat: str, confidence: float) -> dict[str, str]:
+    """The headline table's column heads, for ``report.rank_by`` ``stat`` (e.g. mean_pearson)."""
+    label, pct = f"mean {stat[len('mean_'):].capitalize()}", f"{round(confidence * 100)}% CI"
+    return {"half": "agents", "enigma": f"ENIGMA: {label} [{pct}]", "best_other": f"best other estimator: {label}",
+            "difference": f"ENIGMA − best other [{pct}, paired]", "rank": "ENIGMA's rank"}
+
+
+def _num(v: float | None, signed: bool = False) -> str:
+    if v is None or not math.isfinite(v):
+        return "n/a"
+    return f"{v:+.3f}" if signed else f"{v:.3f}"
+
+
+def _interval(ci, signed: bool = False) -> str:
+    if not ci or ci[0] is None or ci[1] is None:
+        return ""
+    return f"[{_num(ci[0], signed)}, {_num(ci[1], signed)}]"

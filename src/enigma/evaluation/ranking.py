@@ -59,3 +59,13 @@ def comparisons(ranking: list[str], scores: dict[str, EstimatorScore], cfg: Repo
             if d is not None:
                 out["enigma_vs_best_other"] = {"first": enigma, "other": other, "stat": cfg.rank_by, **d}
     return out
+
+
+def enigma_minus_best_other(ranking: list[str], scores: dict[str, EstimatorScore], cfg: ReportConfig) -> dict[str, Any] | None:
+    """ENIGMA's mean minus the best other estimator's (``best_other``), with its paired interval:
+    the question of the README's table and of a report's headline. None where ENIGMA or any other
+    estimator is missing, or the two were not scored on the same agents."""
+    enigma = cfg.enigma_estimator
+    other = best_other(ranking, enigma) if enigma in scores else None
+    d = other and paired_difference(scores[enigma], scores[other], cfg.rank_by[len("mean_"):], cfg.confidence)
+    return {"first": enigma, "other": other, "stat": cfg.rank_by, **d} if d else None

@@ -13,8 +13,10 @@ of each estimate, null where it gives none; ``conformal``: from the other agents
 ``{pairs, called, wrong, wrong_rate, power_gap_0_05}``), the same per half under ``split``,
 with ``agent_intervals`` (every agent's three intervals for the
 report's ENIGMA estimator); at the top ``ranking``, ``comparison`` (paired bootstrap
-differences of the first-ranked against the runner-up and against ENIGMA), ``headline`` (the
-plain sentence), ``errors`` and ``settings``. Undefined numbers are ``null``.
+differences of the first-ranked against the runner-up and against ENIGMA, and of ENIGMA against
+the best other estimator; per half under ``split_comparison``), ``headline`` (the plain
+sentence), ``headline_table`` (the same as the rows the page leads with: ``headline``),
+``errors`` and ``settings``. Undefined numbers are ``null``.
 """
 
 from __future__ import annotations
@@ -28,12 +30,12 @@ import numpy as np
 import pandas as pd
 
 from enigma.evaluation.config import ReportConfig
-from enigma.evaluation.correlation import STATS, EstimatorScore, paired_difference, score_estimator
+from enigma.evaluation.correlation import STATS, EstimatorScore, score_estimator
 from enigma.evaluation.errors import EvaluationError
 from enigma.evaluation.calibration import pair_verdicts, verdict_accuracy
 from enigma.evaluation.intervals import KINDS, interval_coverage, interval_table
-from enigma.evaluation.headline import headline, split_headline
-from enigma.evaluation.ranking import best_other, comparisons, rank
+from enigma.evaluation.headline import headline, headline_table, split_headline
+from enigma.evaluation.ranking import comparisons, enigma_minus_best_other, rank
 from enigma.evaluation.results import check_results
 from enigma.evaluation.split import HALVES, split_agents
 from enigma.evaluation.truth import truth_wide
@@ -214,13 +216,12 @@ def build_summary(
     comparison = comparisons(ranking, scores, cfg)
     split_ranking = {h: rank(half_scores[h], cfg.rank_by) for h in HALVES}
     split_comparison = {h: comparisons(split_ranking[h], half_scores[h], cfg) for h in HALVES}
-    for h in HALVES:  # the question of the README's table: ENIGMA against the best other estimator
-        other = best_other(split_ranking[h], cfg.enigma_estimator) if cfg.enigma_estimator in half_scores[h] else None
-        d = other and paired_difference(half_scores[h][cfg.enigma_estimator], half_scores[h][other],
-                                        cfg.rank_by[len("mean_"):], cfg.confidence)
-        if d:
-            split_comparison[h]["enigma_minus_best_other"] = {"first": cfg.enigma_estimator, "other": other,
-                                                             "stat": cfg.rank_by, **d}
+    # the question of the README's table and of the headline: ENIGMA against the best other estimator
+    for where, order, sc in [*((split_comparison[h], split_ranking[h], half_scores[h]) for h in HALVES),
+                             (comparison, ranking, scores)]:
+        pair = enigma_minus_best_other(order, sc, cfg)
+        if pair:
+            where["enigma_minus_best_other"] = pair
     errors = [
         {"estimator": row.estimator, "agent_id": row.agent_id, "error": row.error}
         for row in results.drop_duplicates(["estimator", "agent_id"]).itertuples(index=False)
@@ -247,6 +248,9 @@ def build_summary(
         "split_comparison": split_comparison,
         "headline": " ".join([split_headline(halves, split_ranking, half_scores, split_comparison, cfg),
                               headline(benchmark, ranking, scores, comparison, cfg)]),
+        # the same, as the table the report page leads with: a row per half and for all agents
+        "headline_table": headline_table(halves, split_ranking, half_scores, split_comparison, ranking, scores,
+                                         comparison, cfg),
         "errors": errors,
         "agents_without_truth": without_truth,
         "truth_reliability": truth_reliability(truth, list(tw.index), ratings),
