@@ -82,7 +82,7 @@ def load_store(data_dir: Path):
 
 
 def dialogues_by_id(store):
-    from enigma.contracts import Turn
+    from enigma.dialogue import Turn
 
     out: dict[str, list] = {}
     rows = store.turns.sort_by([("dialog_id", "ascending"), ("turn_index", "ascending")])

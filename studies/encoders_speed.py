@@ -45,7 +45,7 @@ DATA = REPO / "data" / "raw" / "see2019_convai2_humaneval"
 
 
 def load_dialogues():
-    from enigma.contracts import Turn
+    from enigma.dialogue import Turn
     from enigma.params import Params
     from enigma.store.readers import read
 
@@ -221,7 +221,7 @@ def main() -> None:
 
     # one (history, reply) sequence per pair, same pairs (S = 1), forward only, for comparison
     fd = make_actions(by_dialog, all_ids[: batch * n_batches], 1, random.Random(2), pool)
-    from enigma.contracts import Turn
+    from enigma.dialogue import Turn
     from enigma.encoders.base import DialogueActions
 
     singles = []

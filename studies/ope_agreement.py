@@ -1,6 +1,6 @@
 """Airline leave-one-agent-out: ENIGMA with and without the agreement features, side by side.
 
-The agreement block (``dice.agreement``, see ``enigma.encoders.frozen.agreement_features``)
+The agreement block (``dice.agreement``, see ``enigma.encoders.agreement.agreement_features``)
 tells the zeta/nu heads how far each logged dialogue has followed the target agent: cosine, word
 F1 and F1 of numbers/names between the logged reply and the target's reply at the same state,
 at this turn and the earlier ones. Every other setting is the ``dice`` section of params.yaml.

@@ -29,7 +29,8 @@ def main() -> None:
     ap.add_argument("--tag", required=True)
     args = ap.parse_args()
 
-    from enigma.encoders.frozen import Mentioned, _fact_keys, source_said
+    from enigma.encoders.grounding import Mentioned, fact_keys
+    from enigma.encoders.sources import source_said
     from enigma.store.experience import ExperienceStore
 
     rows = []
@@ -47,7 +48,7 @@ def main() -> None:
                 if row["text"] is None:
                     continue
                 n += 1
-                keys = _fact_keys(row["text"])
+                keys = fact_keys(row["text"])
                 stated = keys[0] | keys[1]
                 if not stated:
                     continue

@@ -30,7 +30,8 @@ import numpy as np
 import yaml
 from scipy.stats import pearsonr, spearmanr
 
-from enigma.sim.sellers import SellerAgent, SellerKnobs
+from enigma.sim.seller_presets import SellerKnobs
+from enigma.sim.sellers import SellerAgent
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "studies" / "results"

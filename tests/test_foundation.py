@@ -5,7 +5,8 @@ from __future__ import annotations
 import os
 
 import pytest
-from enigma.contracts import Agent, Turn
+from enigma.contracts import Agent
+from enigma.dialogue import Turn
 from enigma.params import Params, ParamsError
 from tests.conftest import REPO_ROOT
 

@@ -7,8 +7,8 @@ only puts off the crash until the function runs (``Benchmark.build_estimator`` o
 ``enigma.estimators -> enigma.params -> enigma.pipeline.config -> enigma.estimators`` so). An
 import of ``a.b.c`` also runs the packages ``a.b`` on the way (their ``__init__.py``), so it
 counts as an import of each of them too. Not counted: imports under ``if TYPE_CHECKING:``, which
-never run (they are for type checkers; ``enigma.contracts`` names ``ExperienceStore`` so, and
-``enigma.ope.features`` names ``DiceData``).
+never run (they are for type checkers; ``enigma.contracts`` names ``ExperienceStore`` so, which
+imports no contract back: its ``Turn`` is ``enigma.dialogue``'s).
 """
 
 from __future__ import annotations

@@ -1,40 +1,23 @@
-"""Types that several stages share: turns, agents, estimators and what an estimator returns.
-
-These are the seams of the pipeline (docs/pipeline.md): the store produces turns, agents answer
-histories of turns, and every estimator scores a held-out agent from the other agents'
-experience and returns an ``EstimateResult``. Keep this module free of heavy imports.
+"""The seams of the pipeline (docs/pipeline.md): agents answer histories of turns
+(``enigma.dialogue``), and every estimator scores a held-out agent from the other agents'
+experience (an ``ExperienceStore``) and returns an ``EstimateResult``. Keep this module free of
+heavy imports.
 """
 
 from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, Mapping, Protocol, Sequence, runtime_checkable
+from typing import TYPE_CHECKING, Any, Mapping, Protocol, runtime_checkable
+
+# Turn: enigma.sampling.sampler still imports it from here (the rest import it from enigma.dialogue)
+from enigma.dialogue import History, Turn  # noqa: F401
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
     import pyarrow as pa
 
     from enigma.store.experience import ExperienceStore
-
-Role = Literal["user", "agent"]
-ROLES: tuple[str, ...] = ("user", "agent")
-
-
-@dataclass(frozen=True)
-class Turn:
-    """One utterance. ``user`` is the human (or simulated customer) side, ``agent`` the
-    system under evaluation."""
-
-    role: Role
-    text: str
-
-    def __post_init__(self) -> None:
-        if self.role not in ROLES:
-            raise ValueError(f"unknown role {self.role!r}; expected one of {ROLES}")
-
-
-History = Sequence[Turn]
 
 
 @runtime_checkable

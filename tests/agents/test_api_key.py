@@ -20,7 +20,7 @@ from enigma.agents import AgentCallError, AgentSpecError, load_agent
 from enigma.agents.apikey import MIN_FRAGMENT, Secret, read_api_key
 from enigma.agents.config import AgentSettings, OpenAISettings
 from enigma.cli import app
-from enigma.contracts import Turn
+from enigma.dialogue import Turn
 from tests.agents import toy_agents as T
 from tests.agents.serving import free_port, http_server, serve_process
 

@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 
 from enigma.agents.examples import DISTRIBUTION, StochasticAgent
 from enigma.cli import app
-from enigma.contracts import Turn
+from enigma.dialogue import Turn
 from tests.agents import toy_agents as T
 from tests.agents.serving import free_port, serve_process
 

@@ -9,7 +9,7 @@ import pytest
 
 from enigma.agents import AgentSpecError, fingerprint, load_agent
 from enigma.agents.config import AgentSettings, HFSettings
-from enigma.contracts import Turn
+from enigma.dialogue import Turn
 from enigma.sampling.sampler import sample_targets
 from tests.agents import toy_agents as T
 

@@ -14,7 +14,7 @@ import pytest
 
 from enigma.agents import AgentCallError, AgentSpecError, load_agent
 from enigma.agents.config import AgentSettings, OpenAISettings
-from enigma.contracts import Turn
+from enigma.dialogue import Turn
 from enigma.sampling.sampler import SamplingAborted, run_sampling
 from tests.agents import toy_agents as T
 from tests.agents.serving import free_port, http_server, serve_process

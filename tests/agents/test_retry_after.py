@@ -17,7 +17,7 @@ import pytest
 
 from enigma.agents import AgentCallError, load_agent
 from enigma.agents.config import AgentSettings, OpenAISettings
-from enigma.contracts import Turn
+from enigma.dialogue import Turn
 from tests.agents import toy_agents as T
 from tests.agents.serving import http_server
 

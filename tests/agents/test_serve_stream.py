@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from enigma.agents.examples import EchoAgent
-from enigma.contracts import Turn
+from enigma.dialogue import Turn
 from tests.agents.serving import free_port, serve_process
 
 REPO = Path(__file__).resolve().parents[2]

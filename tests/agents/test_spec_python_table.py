@@ -7,7 +7,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from enigma.agents import AgentCallError, AgentSpecError, fingerprint, load_agent, parse_spec
-from enigma.contracts import Agent, Turn
+from enigma.contracts import Agent
+from enigma.dialogue import Turn
 from enigma.sampling.sampler import sample_targets
 from tests.agents import toy_agents as T
 

@@ -12,7 +12,7 @@ import pytest
 from enigma.agents import AgentSpecError, approximation_label, load_agent
 from enigma.agents.config import AgentSettings, TranscriptSettings
 from enigma.agents.transcripts import context_text
-from enigma.contracts import Turn
+from enigma.dialogue import Turn
 from enigma.sampling.sampler import sample_targets
 from enigma.store.experience import ExperienceStore
 from enigma.store.readers import read

@@ -12,7 +12,8 @@ from enigma.comparators.dialogues import (
 )
 from enigma.comparators.features import FeatureExtractor, NidfTable, internal_repetition, words
 from enigma.comparators.handcrafted import DialogueFeatureEstimator
-from enigma.contracts import HeldOutAgent, Regime, Turn
+from enigma.contracts import HeldOutAgent, Regime
+from enigma.dialogue import Turn
 
 
 def dlg(*turns, scored=None):

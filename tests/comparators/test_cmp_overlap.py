@@ -7,7 +7,8 @@ import torch
 from enigma.comparators.config import ComparatorsConfig, PerplexityConfig
 from enigma.comparators.overlap import BleuEstimator, RougeLEstimator, corpus_bleu, mean_rouge_l, reply_pairs
 from enigma.comparators.perplexity import CausalLMScorer, PerplexityEstimator
-from enigma.contracts import HeldOutAgent, Regime, Turn
+from enigma.contracts import HeldOutAgent, Regime
+from enigma.dialogue import Turn
 
 
 def test_bleu_on_known_strings():

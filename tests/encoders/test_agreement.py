@@ -6,9 +6,11 @@ import numpy as np
 import pytest
 import torch
 
-from enigma.contracts import Turn
+from enigma.dialogue import Turn
+from enigma.encoders import text_tokens as tokens
+from enigma.encoders.agreement import AGREEMENT_DIM
 from enigma.encoders.base import DialogueActions
-from enigma.encoders.frozen import AGREEMENT_DIM, FrozenPairEncoder, _facts, _f1, _words
+from enigma.encoders.frozen import FrozenPairEncoder
 from enigma.encoders.text_cache import EmbeddingCache
 from enigma.ope.config import DiceConfig
 from enigma.ope.features import Features
@@ -41,15 +43,15 @@ def cache(tiny_model_dir, tmp_path):
 
 
 def test_facts_are_numbers_and_names_not_sentence_starts():
-    assert _facts("There is flight 135844: out September 7th at 23:00, $130. Would that suit you?") == [
+    assert tokens.facts("There is flight 135844: out September 7th at 23:00, $130. Would that suit you?") == [
         "135844", "september", "7th", "23:00", "$130",
     ]
-    assert _facts("I can help. Could I have your name?") == []
-    assert _f1(_facts("Thanks, Eric Campbell."), _facts("Which dates, Eric Campbell?")) == 1.0
+    assert tokens.facts("I can help. Could I have your name?") == []
+    assert tokens.f1(tokens.facts("Thanks, Eric Campbell."), tokens.facts("Which dates, Eric Campbell?")) == 1.0
     # a name that opens a sentence is not told from an ordinary capitalised word (a known miss)
-    assert _facts("Eric Campbell, which dates?") == ["campbell"]
-    assert _f1(_words("a b c d"), _words("a b x y")) == pytest.approx(0.5)
-    assert _f1([], []) == 1.0 and _f1(["a"], []) == 0.0
+    assert tokens.facts("Eric Campbell, which dates?") == ["campbell"]
+    assert tokens.f1(tokens.words("a b c d"), tokens.words("a b x y")) == pytest.approx(0.5)
+    assert tokens.f1([], []) == 1.0 and tokens.f1(["a"], []) == 0.0
 
 
 def test_agreement_features_follow_the_dialogue(cache):
@@ -64,7 +66,7 @@ def test_agreement_features_follow_the_dialogue(cache):
     assert a[1, 0, facts][0] == 1.0 and a[1, 0, words][0] < 1.0
     assert a[1, 0, words][1] == pytest.approx(1.0)  # the earlier turn agreed
     # turn 2: compared with both samples: facts agree with one of two
-    f_other = _f1(_facts(D.turns[5].text), _facts(D.target_replies[2][0]))
+    f_other = tokens.f1(tokens.facts(D.turns[5].text), tokens.facts(D.target_replies[2][0]))
     assert a[2, 0, facts][0] == pytest.approx((f_other + 1.0) / 2)
     assert a[2, 0, words][1] == pytest.approx(min(1.0, float(a[1, 0, words][0])))  # past min
     joint = min(float(a[2, 0, facts][0]), float(a[2, 0, facts][1]))

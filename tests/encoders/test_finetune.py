@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from enigma.contracts import Turn
+from enigma.dialogue import Turn
 from enigma.encoders.base import DialogueActions
 from enigma.encoders.finetune import FinetunePairEncoder
 from enigma.encoders.packing import PackingError

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from enigma.contracts import Turn
+from enigma.dialogue import Turn
 from enigma.encoders.base import DialogueActions
 from enigma.encoders.frozen import FrozenPairEncoder
 from enigma.encoders.text_cache import EmbeddingCache

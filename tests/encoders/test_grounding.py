@@ -11,9 +11,12 @@ import pytest
 import torch
 
 import enigma.ope as ope
-from enigma.contracts import HeldOutAgent, Turn
+from enigma.contracts import HeldOutAgent
+from enigma.dialogue import Turn
 from enigma.encoders.base import DialogueActions
-from enigma.encoders.frozen import AGREEMENT_DIM, GROUNDING_DIM, FrozenPairEncoder, Mentioned, grounding_features
+from enigma.encoders.agreement import AGREEMENT_DIM
+from enigma.encoders.frozen import FrozenPairEncoder
+from enigma.encoders.grounding import GROUNDING_DIM, Mentioned, grounding_features
 from enigma.encoders.text_cache import EmbeddingCache
 from enigma.ope.config import DiceConfig
 from enigma.ope.features import Features

@@ -7,9 +7,11 @@ import itertools
 
 import pytest
 
-from enigma.contracts import Turn
+from enigma.dialogue import Turn
 from enigma.encoders.base import DialogueActions
-from enigma.encoders.frozen import AGREEMENT_DIM, GROUNDING_DIM, FrozenPairEncoder
+from enigma.encoders.agreement import AGREEMENT_DIM
+from enigma.encoders.frozen import FrozenPairEncoder
+from enigma.encoders.grounding import GROUNDING_DIM
 from enigma.encoders.knowledge import KNOWLEDGE_DIM, Lookup, knowledge_features, knowledge_measures, load_knowledge, unrequested
 from enigma.encoders.text_cache import EmbeddingCache
 from enigma.ope.config import DiceConfig
@@ -39,7 +41,7 @@ HOLDER, NOBODY = _name(True), _name(False)
 
 
 def _user_words(*turns: str) -> frozenset[str]:
-    from enigma.encoders.frozen import Mentioned
+    from enigma.encoders.grounding import Mentioned
 
     said = Mentioned()
     said.extend([Turn("user", t) for t in turns])

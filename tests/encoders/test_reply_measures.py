@@ -11,9 +11,11 @@ import torch
 
 from enigma.comparators.dialogues import AgentDialogue
 from enigma.comparators.features import FeatureExtractor
-from enigma.contracts import Turn
+from enigma.dialogue import Turn
 from enigma.encoders.base import DialogueActions
-from enigma.encoders.frozen import AGREEMENT_DIM, GROUNDING_DIM, FrozenPairEncoder
+from enigma.encoders.agreement import AGREEMENT_DIM
+from enigma.encoders.frozen import FrozenPairEncoder
+from enigma.encoders.grounding import GROUNDING_DIM
 from enigma.encoders.text_cache import EmbeddingCache
 from enigma.ope.config import DiceConfig
 from enigma.ope.features import Features

@@ -6,14 +6,12 @@ from __future__ import annotations
 import pytest
 import torch
 
-from enigma.contracts import Turn
+from enigma.dialogue import Turn
 from enigma.encoders.base import DialogueActions
-from enigma.encoders.frozen import (
-    AGREEMENT_DIM,
-    GROUNDING_DIM,
-    REQUEST_DIM,
-    FrozenPairEncoder,
-)
+from enigma.encoders.agreement import AGREEMENT_DIM
+from enigma.encoders.frozen import FrozenPairEncoder
+from enigma.encoders.grounding import GROUNDING_DIM
+from enigma.encoders.request import REQUEST_DIM
 from enigma.encoders.text_cache import EmbeddingCache
 from enigma.ope.config import DiceConfig
 from enigma.reply_measures import REPLY_MEASURES_DIM

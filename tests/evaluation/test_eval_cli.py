@@ -31,7 +31,14 @@ def test_build_from_a_results_folder_and_store_truth_then_show(tmp_path, store):
     shown = runner.invoke(app, ["report", "show", str(summary_path)])
     assert shown.exit_code == 0
     assert str(tmp_path / "reports" / "toy" / "index.html") in shown.output
-    assert "enigma" in shown.output and summary["headline"] in shown.output
+    assert "enigma" in shown.output
+    # the headline table, a line per row, as the page leads with it (no other estimator: none)
+    from enigma.evaluation.headline import headline_cells
+
+    lines = [" ".join(line.split()) for line in shown.output.splitlines()]
+    assert "agents ENIGMA: mean Pearson [95% CI] best other estimator: mean Pearson ENIGMA − best other [95% CI, paired] ENIGMA's rank" in lines
+    for row in summary["headline_table"]:
+        assert " ".join(" ".join(headline_cells(row).values()).split()) in lines
 
 
 def test_user_errors_exit_2_with_the_file_named(tmp_path):
@@ -98,8 +105,14 @@ def test_report_build_and_show_say_when_only_enigmas_own_settings_lead(tmp_path)
     shown = runner.invoke(app, ["report", "show", str(tmp_path / "reports" / "toy" / "summary.json")])
     assert shown.exit_code == 0, shown.output
     text = " ".join(shown.output.split())  # the terminal may wrap the sentence
-    assert "ENIGMA is the best estimator here that is not one of its own settings: it ranks 2 of 4" in text
-    assert "ahead of ridge by" in text and "1 of its own settings rank above it" in text and "NOT the best" not in text
+    # the headline table: ridge is the best other estimator, ENIGMA ahead of it and second of 4; the
+    # sentence under it says that only its own setting ranks above it
+    summary = json.loads((tmp_path / "reports" / "toy" / "summary.json").read_text())
+    row = summary["headline_table"][-1]
+    assert row["half"] == "all" and row["best_other"]["estimator"] == "ridge" and row["difference"]["value"] > 0
+    assert f"all agents (10) {row['enigma']['value']:.3f}" in text and f"ridge {row['best_other']['value']:.3f} +" in text
+    assert "ENIGMA is not first across all agents: it ranks 2 of 4, below only its own setting enigma-wide; it leads every other estimator." in text
+    assert "NOT the best" not in text and "ENIGMA is the best estimator here that is not one of its own settings" in summary["headline"]
 
 
 def test_a_binary_file_in_the_results_folder_is_named(tmp_path):

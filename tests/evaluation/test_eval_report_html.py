@@ -183,3 +183,126 @@ def test_slugs_are_safe_and_distinct():
     assert got["constant"] == "constant"
     assert len(set(got.values())) == len(NAMES)
     assert all(set(s) <= set("abcdefghijklmnopqrstuvwxyz0123456789._-") for s in got.values())
+
+
+class _HeadlineTable(HTMLParser):
+    """The cells of the page's first table of class "headline" (row by row, the head row first),
+    the text of the paragraphs of class "headline", and whether that table comes before them."""
+
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.rows: list[list[str]] = []
+        self.notes: list[str] = []
+        self.order: list[str] = []
+        self._in, self._cell, self._note = None, None, None
+
+    def handle_starttag(self, tag, attrs):
+        classes = (dict(attrs).get("class") or "").split()
+        if tag == "table" and "headline" in classes and not self.rows:
+            self._in = "table"
+            self.order.append("table")
+        elif self._in == "table" and tag == "tr":
+            self.rows.append([])
+        elif self._in == "table" and tag in ("td", "th"):
+            self._cell = ""
+        elif tag == "p" and "headline" in classes:
+            self._note = ""
+            self.order.append("note")
+        elif tag == "br" and self._note is not None:
+            self.notes.append(self._note)
+            self._note = ""
+
+    def handle_endtag(self, tag):
+        if tag in ("td", "th") and self._cell is not None:
+            self.rows[-1].append(self._cell)
+            self._cell = None
+        elif tag == "table" and self._in == "table":
+            self._in = "done"
+        elif tag == "p" and self._note is not None:
+            self.notes.append(self._note)
+            self._note = None
+
+    def handle_data(self, data):
+        if self._cell is not None:
+            self._cell += data
+        if self._note is not None:
+            self._note += data
+
+
+def _toy_report(tmp_path: Path, noise: dict[str, float], split: str = "") -> tuple[_HeadlineTable, dict, str]:
+    """A report built by ``enigma report build`` from estimators that are the truth plus noise of
+    the given size (ENIGMA is ``enigma``), 12 agents; ``split``: params.yaml's report.split."""
+    rng = np.random.default_rng(0)
+    truth, results = [], []
+    for i in range(12):
+        for r in ("enjoy", "fluency"):
+            t = 0.3 + 0.05 * i + (0.1 if r == "fluency" else 0.0)
+            truth.append({"agent_id": f"a{i}", "rating": r, "value": t})
+            results += [{"estimator": name, "agent_id": f"a{i}", "rating": r, "estimate": t + rng.normal(0, sd)}
+                        for name, sd in noise.items()]
+    pd.DataFrame(results).to_csv(tmp_path / "results.csv", index=False)
+    pd.DataFrame(truth).to_csv(tmp_path / "truth.csv", index=False)
+    params = tmp_path / "params.yaml"
+    params.write_text(f"report:\n  bootstrap_resamples: 50\n  plots: false\n{split}")
+    out = runner.invoke(app, ["report", "build", "--results", str(tmp_path / "results.csv"), "--benchmark", "toy",
+                              "--truth", str(tmp_path / "truth.csv"), "--out", str(tmp_path / "reports"), "--params", str(params)])
+    assert out.exit_code == 0, out.output
+    report = tmp_path / "reports" / "toy"
+    page = _HeadlineTable()
+    page.feed((report / "index.html").read_text(encoding="utf-8"))
+    return page, json.loads((report / "summary.json").read_text()), out.output
+
+
+def test_the_page_leads_with_a_table_of_enigma_against_the_best_other_estimator(tmp_path):
+    """Goal 3 of issue 73: the page opens with a table, not a paragraph: a row for the test half,
+    the dev half and all agents, with ENIGMA's mean Pearson [CI], the best other estimator and its
+    mean, ENIGMA minus it [paired CI] and ENIGMA's rank; no sentence follows where ENIGMA is first."""
+    page, summary, printed = _toy_report(tmp_path, {"enigma": 0.01, "ridge": 0.1, "bleu": 0.3})
+    halves, est = summary["splits"], summary["estimators"]
+    assert page.order[0] == "table" and page.rows[0] == [
+        "agents", "ENIGMA: mean Pearson [95% CI]", "best other estimator: mean Pearson",
+        "ENIGMA − best other [95% CI, paired]", "ENIGMA's rank"]
+    assert [r[0] for r in page.rows[1:]] == [f"test half ({len(halves['test'])} agents)",
+                                             f"dev half ({len(halves['dev'])} agents)", "all agents (12)"]
+    scopes = [(lambda e: e["split"]["test"], summary["split_comparison"]["test"]),
+              (lambda e: e["split"]["dev"], summary["split_comparison"]["dev"]),
+              (lambda e: e, summary["comparison"])]
+    for row, (scope, comparison) in zip(page.rows[1:], scopes):
+        enigma, ridge, d = scope(est["enigma"]), scope(est["ridge"]), comparison["enigma_minus_best_other"]
+        lo, hi = enigma["mean_pearson_ci95"]
+        assert (d["first"], d["other"]) == ("enigma", "ridge") and d["difference"] > 0
+        assert d["difference"] == pytest.approx(enigma["mean_pearson"] - ridge["mean_pearson"])
+        assert row[1:] == [f"{enigma['mean_pearson']:.3f} [{lo:.3f}, {hi:.3f}]", f"ridge {ridge['mean_pearson']:.3f}",
+                           f"{d['difference']:+.3f} [{d['ci95'][0]:+.3f}, {d['ci95'][1]:+.3f}]", "1 of 3"]
+    assert page.notes == [] and all(r["note"] is None for r in summary["headline_table"])
+    # the old sentence stays in summary.json (MLflow, the flows and scripts read it), not on the page
+    assert summary["headline"].startswith("Test half") and "ENIGMA ranks 1 of 3" in summary["headline"]
+    assert "ENIGMA ranks" not in (tmp_path / "reports" / "toy" / "index.html").read_text(encoding="utf-8")
+    # enigma report build prints the same table, a line per row
+    lines = [" ".join(line.split()) for line in printed.splitlines()]
+    for row in page.rows:
+        assert " ".join(" ".join(row).split()) in lines
+
+
+def test_where_enigma_is_not_first_a_plain_sentence_follows_the_table(tmp_path):
+    page, summary, printed = _toy_report(tmp_path, {"enigma": 0.3, "ridge": 0.01, "bleu": 0.2})
+    assert page.order == ["table", "note"]
+    assert [r[-1] for r in page.rows[1:]] == ["3 of 3"] * 3
+    assert page.notes == [
+        f"ENIGMA is not first {where}: it ranks 3 of 3; ridge ranks first with {first:.3f} against ENIGMA's {own:.3f}."
+        for where, first, own in [
+            ("on the test half", summary["estimators"]["ridge"]["split"]["test"]["mean_pearson"],
+             summary["estimators"]["enigma"]["split"]["test"]["mean_pearson"]),
+            ("on the dev half", summary["estimators"]["ridge"]["split"]["dev"]["mean_pearson"],
+             summary["estimators"]["enigma"]["split"]["dev"]["mean_pearson"]),
+            ("across all agents", summary["estimators"]["ridge"]["mean_pearson"], summary["estimators"]["enigma"]["mean_pearson"])]]
+    assert [r["note"] for r in summary["headline_table"]] == page.notes
+    assert all(note in printed for note in page.notes)  # and enigma report build prints them
+
+
+@pytest.mark.parametrize("kind, rows", [("test_only", ["test half (12 agents)", "all agents (12)"]),
+                                        ("dev_only", ["dev half (12 agents)", "all agents (12)"])])
+def test_a_benchmark_whose_agents_are_all_in_one_half_has_no_row_for_the_other(tmp_path, kind, rows):
+    page, summary, _ = _toy_report(tmp_path, {"enigma": 0.01, "bleu": 0.3}, f"  split: {{{kind}: [toy]}}\n")
+    assert [r[0] for r in page.rows[1:]] == rows
+    assert [r["half"] for r in summary["headline_table"]] == [rows[0].split()[0], "all"]

@@ -77,9 +77,22 @@ def test_headline_says_when_enigma_is_not_the_best():
     assert s["ranking"][0]["estimator"] == "ridge"
     assert "ENIGMA is NOT the best" in s["headline"] and "ridge ranks first" in s["headline"]
     assert s["comparison"]["first_vs_enigma"]["difference"] > 0
+    # the table the page leads with: a row per half and for all agents, each saying ENIGMA is not first
+    table = s["headline_table"]
+    assert [r["half"] for r in table] == ["test", "dev", "all"] and [r["n_agents"] for r in table] == [4, 4, 8]
+    assert all(r["rank"] == 3 and r["of"] == 3 and r["first"] == "ridge" and r["best_other"]["estimator"] == "ridge"
+               for r in table)
+    assert table[2]["enigma"] == {"estimator": "enigma", "value": s["estimators"]["enigma"]["mean_pearson"],
+                                  "ci95": s["estimators"]["enigma"]["mean_pearson_ci95"]}
+    pair = s["comparison"]["enigma_minus_best_other"]
+    assert table[2]["difference"] == {"value": pair["difference"], "ci95": pair["ci95"]} and pair["difference"] < 0
+    # ENIGMA minus ridge is ridge minus ENIGMA turned round, on the same resamples
+    assert pair["difference"] == pytest.approx(-s["comparison"]["first_vs_enigma"]["difference"])
+    assert table[2]["note"].startswith("ENIGMA is not first across all agents: it ranks 3 of 3; ridge ranks first with")
     results, truth = _tables({"enigma": 0.01, "bleu": 0.2})
     s, _ = build_summary(results, truth, "toy", FAST)
     assert "ENIGMA is the best estimator here" in s["headline"] and "ahead of bleu by" in s["headline"]
+    assert [(r["rank"], r["best_other"]["estimator"], r["note"]) for r in s["headline_table"]] == [(1, "bleu", None)] * 3
 
 
 def test_headline_when_only_enigmas_own_settings_rank_above_it():
@@ -95,6 +108,13 @@ def test_headline_when_only_enigmas_own_settings_rank_above_it():
     assert "ahead of ridge by" in s["headline"] and "1 of its own settings rank above it; enigma-wide leads by" in s["headline"]
     pair = s["comparison"]["enigma_vs_best_other"]
     assert (pair["first"], pair["other"]) == ("enigma", "ridge") and pair["difference"] > 0
+    # the table's row for all agents: the best other estimator is ridge, not enigma-wide, and the
+    # sentence under it says that only ENIGMA's own setting ranks above it
+    row = s["headline_table"][2]
+    assert (row["best_other"]["estimator"], row["rank"], row["first"]) == ("ridge", 2, "enigma-wide")
+    assert row["difference"]["value"] == pytest.approx(pair["difference"])
+    assert row["note"] == ("ENIGMA is not first across all agents: it ranks 2 of 4, below only its own setting "
+                           "enigma-wide; it leads every other estimator.")
     assert s["comparison"]["first_vs_enigma"]["first"] == "enigma-wide"
     results, truth = _tables({"enigma-wide": 0.005, "ridge": 0.01, "enigma": 0.3})
     s, _ = build_summary(results, truth, "toy", FAST)
@@ -213,7 +233,9 @@ def test_report_writes_summary_html_and_figures(tmp_path):
     cfg = ReportConfig(bootstrap_resamples=50, plots=True)
     s = write_report(results, truth, "toy", tmp_path / "toy", cfg, curves=curves, progress=False)
     html = (tmp_path / "toy" / "index.html").read_text()
-    assert s["headline"] in html.replace("&#39;", "'")
+    # the page leads with the headline table (tests/evaluation/test_eval_report_html.py reads it cell by cell)
+    assert '<table class="headline">' in html and "ENIGMA − best other [95% CI, paired]" in html
+    assert html.index('<table class="headline">') < html.index("agents, each held out in turn")
     assert "replies at logged states" in html and "note: enigma" in html
     # the headline figures by default: the overview and ENIGMA's (bleu keeps its rows)
     pngs = sorted(p.name for p in (tmp_path / "toy" / "figures").glob("*.png"))
@@ -289,3 +311,5 @@ def test_the_split_is_fixed_by_the_ids_even_and_the_test_half_leads():
     assert s["estimators"]["bleu"][SPLIT_KEY]["test"]["mean_pearson"] > 0.8 > 0.5 > s["estimators"]["bleu"][SPLIT_KEY]["dev"]["mean_pearson"]
     assert [x["estimator"] for x in s["split_ranking"]["test"]] == ["enigma", "bleu"]
     assert s["headline"].startswith(f"Test half ({len(halves['test'])} agents") and "Dev half" in s["headline"]
+    assert [(r["half"], r["n_agents"], r["rank"]) for r in s["headline_table"]] == [
+        ("test", len(halves["test"]), 1), ("dev", len(halves["dev"]), 1), ("all", 12, 1)]

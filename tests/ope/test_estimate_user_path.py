@@ -273,7 +273,8 @@ def test_the_position_settings_reach_the_features_from_the_params_file(tmp_path)
     import torch
     import yaml
 
-    from enigma.encoders.frozen import AGREEMENT_DIM, GROUNDING_DIM
+    from enigma.encoders.agreement import AGREEMENT_DIM
+    from enigma.encoders.grounding import GROUNDING_DIM
     from enigma.reply_measures import REPLY_MEASURES_DIM
 
     store = T.write_tiny_store(tmp_path / "store", n_dialogues=12, agents=("a1", "a2"))
@@ -311,7 +312,9 @@ def test_a_pair_block_set_in_the_params_file_reaches_the_heads(tmp_path, setting
     import torch
     import yaml
 
-    from enigma.encoders.frozen import AGREEMENT_DIM, GROUNDING_DIM, REQUEST_DIM
+    from enigma.encoders.agreement import AGREEMENT_DIM
+    from enigma.encoders.grounding import GROUNDING_DIM
+    from enigma.encoders.request import REQUEST_DIM
     from enigma.encoders.knowledge import KNOWLEDGE_DIM
     from enigma.reply_measures import REPLY_MEASURES_DIM
 

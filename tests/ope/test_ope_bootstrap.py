@@ -165,7 +165,8 @@ def test_a_kkt_refit_reaches_the_solution_of_the_multipliers_at_the_fits_toleran
 
     from enigma.ope.bootstrap import zeta_last
     from enigma.ope.estimates import rating_estimates
-    from enigma.ope.exact_nu import ZetaProblem, fit_exact_nu, refit_kkt
+    from enigma.ope.exact_nu import fit_exact_nu, refit_kkt
+    from enigma.ope.zeta_problem import ZetaProblem
 
     torch.set_num_threads(1)
     cfg, run, turns, data = _resample_problem(400, seed)

@@ -92,14 +92,14 @@ def test_the_frozen_features_settings_exist_on_the_frozen_encoder_only():
 def test_each_module_takes_only_its_part():
     import inspect
 
-    from enigma.ope import bootstrap, diagnostics, exact_nu, features, fqe, gda, guards, objective
+    from enigma.ope import bootstrap, diagnostics, exact_nu, features, fqe, gda, guards, objective, zeta_problem
 
     def ann(fn, name):  # the annotation as written (the modules postpone their annotations)
         return inspect.signature(fn).parameters[name].annotation
 
     assert (ann(exact_nu.fit_exact_nu, "solver"), ann(exact_nu.fit_exact_nu, "objective")) == ("ExactNuConfig", "ObjectiveConfig")
     assert ann(exact_nu.refit_kkt, "solver") == ann(exact_nu.solve_exact_nu, "solver") == "ExactNuConfig"
-    assert ann(exact_nu.ZetaProblem, "objective") == "ObjectiveConfig"
+    assert ann(zeta_problem.ZetaProblem, "objective") == "ObjectiveConfig"
     assert (ann(gda.solve_gda, "solver"), ann(gda.solve_gda, "objective")) == ("GdaConfig", "ObjectiveConfig")
     assert ann(objective.lagrangian, "objective") == "ObjectiveConfig"
     assert ann(fqe.fit_turn_q, "cfg") == "FqeConfig"

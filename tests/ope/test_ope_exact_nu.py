@@ -12,13 +12,14 @@ import torch
 
 from enigma.contracts import HeldOutAgent
 from enigma.ope import DiceConfig, EnigmaEstimator
-from enigma.ope.exact_nu import ZetaProblem, _newton_decrement, fit_exact_nu
+from enigma.ope.exact_nu import _newton_decrement, fit_exact_nu
 from enigma.ope.flow_rows import flow_rows
 from enigma.ope.heads import DiceHeads
 from enigma.ope.objective import lagrangian, slot_values
 from enigma.ope.tabular import RATINGS, certainty_equivalence_value, empirical_ratio, target_actions
 from enigma.ope.problem import DiceData
 from enigma.ope.turns import TurnFeatures
+from enigma.ope.zeta_problem import ZetaProblem
 
 from test_ope_exactness import _problem, _targets
 

@@ -9,7 +9,8 @@ from enigma.sampling.sampler import run_sampling
 
 def test_seller_sampled_at_another_sellers_states(tmp_path):
     from enigma.sim.generate import rollout_store
-    from enigma.sim.sellers import agent_spec, make_seller, preset_agents
+    from enigma.sim.seller_presets import preset_agents
+    from enigma.sim.sellers import agent_spec, make_seller
 
     logged, target = preset_agents()[0], preset_agents()[-1]
     store = rollout_store(make_seller(logged), logged, n=3, seed=0)

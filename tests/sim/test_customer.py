@@ -10,7 +10,8 @@ from enigma.sim.goals import Goal, knowledge_base, satisfies
 from enigma.sim.language import read_customer
 from enigma.sim.rng import rng
 from enigma.sim.rollout import goal_for, rollout
-from enigma.sim.sellers import make_seller, preset_agents
+from enigma.sim.seller_presets import preset_agents
+from enigma.sim.sellers import make_seller
 
 _ASK_ALL = "Could I have your full name? Where are you flying from and to, and on which dates? Any preferences?"
 

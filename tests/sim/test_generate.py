@@ -13,7 +13,8 @@ from typer.testing import CliRunner
 from enigma.sim.generate import TRUTH_FILE, SimulateConfig, generate
 from enigma.sim.rng import mix
 from enigma.sim.rollout import rollout
-from enigma.sim.sellers import make_seller, preset_agents
+from enigma.sim.seller_presets import preset_agents
+from enigma.sim.sellers import make_seller
 from enigma.store.experience import ExperienceStore
 
 AGENTS = ["expert", "worst"]
@@ -137,7 +138,7 @@ class _Broken:
 
 
 def test_rollout_of_any_agent_and_rollout_store():
-    from enigma.sim.sellers import MAX_AGENT_TURNS
+    from enigma.sim.config import MAX_AGENT_TURNS
 
     ro = rollout(_AlwaysNoFlight(), 3)
     assert ro.action.status == "no_flight" and ro.n_agent_turns == 1

@@ -10,14 +10,15 @@ import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
 
-from enigma.contracts import Turn
+from enigma.dialogue import Turn
 from enigma.sim import world as W
 from enigma.sim.generate import TRUTH_FILE, SimulateConfig, generate
 from enigma.sim.language import fmt_date, read_action, read_agent
 from enigma.sim.rollout import goal_for, rollout
 from enigma.sim.scoring import AIRDIALOGUE_WEIGHTS, name_f1
-from enigma.sim.sellers import (AIRLINE24, HELDOUT, REWARD_WEIGHTS, RULE6, SellerKnobs, _RAMBLES, make_seller,
-                                preset_agents, variant)  # fmt: skip
+from enigma.sim.seller_presets import AIRLINE24, HELDOUT, REWARD_WEIGHTS, RULE6, SellerKnobs, preset_agents
+from enigma.sim.seller_words import RAMBLES
+from enigma.sim.sellers import make_seller, variant
 from enigma.store.experience import ExperienceStore
 
 NAME = "Emily Clark"  # holds a reservation in the world's book
@@ -154,11 +155,11 @@ def test_eager_cancel_cancels_a_change():
 
 
 def test_mumble_hides_questions_but_not_proposals():
-    for text in _RAMBLES:
+    for text in RAMBLES:
         facts = read_agent(text)
         assert not facts.asks and not facts.goodbye and facts.proposal is None and read_action(text) is None
     seller = variant("x", mumble=1.0)
-    assert seller.respond([Turn("user", "Hi, I'd like to book a flight.")], seed=0)[0] in _RAMBLES
+    assert seller.respond([Turn("user", "Hi, I'd like to book a flight.")], seed=0)[0] in RAMBLES
     history = _booking_until_proposal()[:-1]
     assert read_agent(seller.respond(history, seed=0)[0]).proposal is not None
 

@@ -6,33 +6,33 @@ import pytest
 
 from enigma.sim import world as W
 from enigma.sim.language import fmt_action, fmt_date, read_action, read_agent, read_customer
-from enigma.sim.sellers import _STYLES
+from enigma.sim.seller_words import STYLES
 from enigma.sim.scoring import Action
 
 _EXPECTED_ASK = {"intent": {"intent"}, "name": {"name"}, "route": {"route"}, "dates": {"dates"},
                  "route_dates": {"route", "dates"}, "prefs": {"prefs"}, "confirm_cancel": {"confirm_cancel"}}  # fmt: skip
 
 
-@pytest.mark.parametrize("style", sorted(_STYLES))
+@pytest.mark.parametrize("style", sorted(STYLES))
 def test_every_seller_question_is_recognised(style):
     for key, wanted in _EXPECTED_ASK.items():
-        for template in _STYLES[style][key]:
+        for template in STYLES[style][key]:
             facts = read_agent(template.format(num=123456))
             assert wanted <= facts.asks, (style, key, template, facts)
             assert facts.proposal is None and facts.action is None
 
 
-@pytest.mark.parametrize("style", sorted(_STYLES))
+@pytest.mark.parametrize("style", sorted(STYLES))
 def test_proposals_and_endings_are_recognised(style):
-    for template in _STYLES[style]["propose"]:
+    for template in STYLES[style]["propose"]:
         text = template.format(num=104233, airline="Delta", dep="March 3", ret="March 7", dh="8 am", rh="5 pm",
                                cabin="economy", stops="nonstop", price=320)  # fmt: skip
         assert read_agent(text).proposal == 104233
     for key in ("give_up",):
-        for template in _STYLES[style][key]:
+        for template in STYLES[style][key]:
             assert read_agent(template).goodbye
     for key in ("filler",):
-        for template in _STYLES[style][key]:
+        for template in STYLES[style][key]:
             f = read_agent(template)
             assert not f.asks and not f.goodbye and f.proposal is None
 

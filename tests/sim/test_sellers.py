@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import pytest
 
-from enigma.contracts import Agent, Turn
+from enigma.contracts import Agent
+from enigma.dialogue import Turn
 from enigma.sim import sellers
 from enigma.sim.goals import expected_outcome
 from enigma.sim.language import read_action, read_agent
 from enigma.sim.rollout import goal_for, rollout
-from enigma.sim.sellers import AIRLINE24, RULE6, make_seller, preset_agents
+from enigma.sim.seller_presets import AIRLINE24, RULE6, preset_agents
+from enigma.sim.sellers import make_seller
 
 
 def _states(turns):
@@ -119,3 +121,18 @@ def test_bad_knobs_rejected():
         sellers.variant("expert", style="rude")
     with pytest.raises(ValueError, match="unknown seller agent"):
         make_seller("nobody")
+
+
+def test_a_sellers_fingerprint_follows_its_knobs_and_its_wording(monkeypatch):
+    """The python kind fingerprints a seller by its module's source, and the knobs and the wording
+    live in modules of their own (seller_presets, seller_words): the seller reports both, so a
+    change to either is a new fingerprint (and its cached samples are not reused)."""
+    from enigma.agents import fingerprint
+    from enigma.sim.seller_words import STYLES
+
+    spec = "python:enigma.sim.sellers:expert"
+    base = fingerprint(spec, make_seller("expert"))
+    assert fingerprint(spec, make_seller("expert")) == base
+    assert fingerprint(spec, sellers.variant("expert", give_up=0.5)) != base
+    monkeypatch.setitem(STYLES["polite"], "closing", ("Bye.",))
+    assert fingerprint(spec, make_seller("expert")) != base

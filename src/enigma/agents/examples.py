@@ -13,7 +13,7 @@ from __future__ import annotations
 import random
 from typing import Mapping
 
-from enigma.contracts import History
+from enigma.dialogue import History
 
 
 class EchoAgent:

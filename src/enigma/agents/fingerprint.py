@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Any, Iterable
 
-from enigma.contracts import Turn
+from enigma.dialogue import Turn
 
 _HASH_LIMIT = 32 * 1024 * 1024  # bytes; above this a file is identified by size + mtime
 

@@ -20,7 +20,7 @@ from typing import Any
 from enigma.agents.config import HFSettings
 from enigma.agents.errors import AgentSpecError
 from enigma.agents.fingerprint import digest, file_identity, tree_identity
-from enigma.contracts import History
+from enigma.dialogue import History
 from enigma.model_loading import MODEL_LOAD_LOCK
 
 log = logging.getLogger(__name__)

@@ -30,7 +30,7 @@ from typing import Any
 from enigma.agents.apikey import Secret, read_api_key
 from enigma.agents.config import OpenAISettings
 from enigma.agents.errors import AgentCallError, AgentSpecError
-from enigma.contracts import History
+from enigma.dialogue import History
 from enigma.redaction import redact_userinfo
 
 _ROLE = {"user": "user", "agent": "assistant"}

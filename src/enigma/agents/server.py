@@ -32,7 +32,7 @@ import uuid
 from typing import Any, Callable, Sequence
 
 from enigma.agents.config import ServeSettings
-from enigma.contracts import Turn
+from enigma.dialogue import Turn
 from enigma.store.readers.base import unicode_problem
 
 MAX_N = 64

@@ -14,7 +14,7 @@ from typing import Any
 
 from enigma.agents.errors import AgentCallError, AgentSpecError
 from enigma.agents.fingerprint import state_hash, tree_identity
-from enigma.contracts import History
+from enigma.dialogue import History
 
 _REQUIRED = ("dialog_id", "turn_index", "text")
 

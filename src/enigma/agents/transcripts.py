@@ -55,7 +55,7 @@ import numpy as np
 from enigma.agents.config import TranscriptSettings
 from enigma.agents.errors import AgentSpecError
 from enigma.agents.fingerprint import tree_identity
-from enigma.contracts import History, Turn
+from enigma.dialogue import History, Turn
 
 _TIE_EPS = 1e-6
 

@@ -44,7 +44,20 @@ def print_summary(summary: dict, path: Path) -> None:
             f"{name:<{width}}  {_fmt(e.get('mean_pearson'))} {_ci(e.get('mean_pearson_ci95')):<20}  "
             f"{_fmt(e.get('mean_spearman'))} {_ci(e.get('mean_spearman_ci95')):<20}  {len(e.get('flags', []))}"
         )
-    if summary.get("headline"):
+    rows = summary.get("headline_table")
+    if rows:  # ENIGMA at a glance: the page's headline table, then where it is not first
+        from enigma.evaluation.headline import headline_cells, headline_columns
+
+        heads = headline_columns(rows[0]["stat"], summary.get("settings", {}).get("confidence", 0.95))
+        table = [heads] + [headline_cells(row) for row in rows]
+        widths = {k: max(len(line[k]) for line in table) for k in heads}
+        typer.echo("")
+        for line in table:
+            typer.echo("  ".join(line[k].ljust(widths[k]) for k in heads).rstrip())
+        for row in rows:
+            if row.get("note"):
+                typer.echo(row["note"])
+    elif summary.get("headline"):  # a summary built before the headline table
         typer.echo(summary["headline"])
 
 

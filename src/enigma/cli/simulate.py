@@ -33,7 +33,8 @@ def simulate_command(
     data (canonical store) and each agent's true value per rating (truth.parquet)."""
     _register_errors()
     from enigma.sim.generate import generate
-    from enigma.sim.sellers import PRESETS, agent_spec
+    from enigma.sim.seller_presets import PRESETS
+    from enigma.sim.sellers import agent_spec
 
     p = load_params(params)
     cfg = p.with_overrides("simulate", preset=preset, seed=seed, dialogues_per_agent=dialogues_per_agent,

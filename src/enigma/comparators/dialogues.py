@@ -15,7 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from enigma.contracts import HeldOutAgent, Regime, Turn
+from enigma.contracts import HeldOutAgent, Regime
+from enigma.dialogue import Turn
 from enigma.store.experience import ExperienceStore
 
 

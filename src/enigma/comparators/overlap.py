@@ -19,7 +19,8 @@ from rouge_score import rouge_scorer
 
 from enigma.comparators.config import fingerprint_of
 from enigma.comparators.dialogues import target_replies
-from enigma.contracts import EstimateResult, HeldOutAgent, Regime, Turn
+from enigma.contracts import EstimateResult, HeldOutAgent, Regime
+from enigma.dialogue import Turn
 from enigma.store.experience import ExperienceStore
 
 

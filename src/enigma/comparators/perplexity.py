@@ -18,7 +18,7 @@ import torch
 
 from enigma.comparators.config import ComparatorsConfig, fingerprint_of
 from enigma.comparators.overlap import ReplyMetricEstimator, ReplyPair
-from enigma.contracts import Turn
+from enigma.dialogue import Turn
 from enigma.model_loading import MODEL_LOAD_LOCK
 
 SMOLLM2 = "smollm2"

@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from enigma.contracts import Turn
+from enigma.dialogue import Turn
 
 
 def turn_offsets(n_agent_turns: torch.Tensor) -> torch.Tensor:
@@ -42,6 +42,15 @@ def pad_rows(rows: torch.Tensor, n_agent_turns: torch.Tensor, k_max: int) -> tor
     out = rows.new_zeros((len(n_agent_turns), k_max) + tuple(rows.shape[1:]))
     out[dialogue, turn] = rows
     return out
+
+
+def pair_block(pairs: list[list], s_max: int, width: int) -> torch.Tensor:
+    """[T, 1 + S, width] float32 from one entry per turn row: the logged pair's features then each
+    target sample's, None where there is no sample (zeros, as a zero-filled tensor written row by
+    row had). Each Python float is rounded to float32 once, as ``torch.tensor`` of the row did."""
+    zeros = [0.0] * width
+    return torch.tensor([[zeros if f is None else f for f in pair] for pair in pairs],
+                        dtype=torch.float32).reshape(len(pairs), 1 + s_max, width)
 
 
 def rows_of(n_agent_turns: torch.Tensor, index: torch.Tensor | None = None) -> torch.Tensor:

@@ -22,14 +22,16 @@ turn of dialogues that the agent opens) is zeros. ``e`` is the mean-pooled, L2-n
 sentence embedding; the summary block is a mean of unit vectors, not renormalised.
 
 Five optional blocks follow, outside any projection (``passthrough_dim``), in this order:
-``grounding`` (``grounding_features``: how much of what the reply asserts, its numbers and names,
-the dialogue had not mentioned before it), ``reply_measures`` (``enigma.reply_measures``: how much
-of the reply repeats the agent's earlier turns, itself or the user's last turn, whether it asks,
-its length), ``request`` (``request_features``: how close the reply is to the user's opening
-request), ``knowledge`` (``enigma.encoders.knowledge``: what a knowledge base says about the
+``grounding`` (``enigma.encoders.grounding``: how much of what the reply asserts, its numbers and
+names, the dialogue had not mentioned before it), ``reply_measures`` (``enigma.reply_measures``: how
+much of the reply repeats the agent's earlier turns, itself or the user's last turn, whether it
+asks, its length), ``request`` (``enigma.encoders.request``: how close the reply is to the user's
+opening request), ``knowledge`` (``enigma.encoders.knowledge``: what a knowledge base says about the
 entities the reply names, against the user's words; three to five numbers, the base's
-``knowledge_measures``), the four properties of the pair itself, and
-``agreement`` (``agreement_features``: how far the logged dialogue has followed the target so far).
+``knowledge_measures``), the four properties of the pair itself, and ``agreement``
+(``enigma.encoders.agreement``: how far the logged dialogue has followed the target so far). A
+reply retrieved by a stand-in is read in the conversation it was said in
+(``enigma.encoders.sources``).
 
 ``blocks`` selects the state blocks (``DEFAULT_BLOCKS`` by default; e.g. ``("last_user", "position")``
 for a smaller vector: the reply block is always there).
@@ -42,25 +44,23 @@ without it the encoder has no parameters and the trainer can compute its outputs
 
 from __future__ import annotations
 
-import functools
-import json
 import os
-import re
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 from torch import nn
 
-from enigma.contracts import Turn
-from enigma.encoders.base import DialogueActions, PairEncoder, pad_rows, rows_of
+from enigma.encoders.agreement import AGREEMENT_DIM, agreement_features
+from enigma.encoders.base import DialogueActions, PairEncoder, pad_rows, pair_block, rows_of
+from enigma.encoders.grounding import GROUNDING_DIM, Mentioned, grounding_features
 from enigma.encoders.knowledge import (KnowledgeBase, Lookup, checks_against_user, knowledge_features, knowledge_measures,
                                        latest_request, reads_requests, unrequested)
+from enigma.encoders.request import REQUEST_DIM, request_features
+from enigma.encoders.sources import source_said, source_turns, speaker_view
 from enigma.encoders.text_cache import EmbeddingCache
 from enigma.reply_measures import REPLY_MEASURES_DIM, agent_bigrams, bigrams, reply_measures
 from enigma.reply_measures import words as word_tokens
-
 
 # The state blocks, in the order they follow the reply embedding.
 STATE_BLOCKS = ("last_user", "prev_agent", "summary", "first_user", "position")
@@ -187,7 +187,7 @@ class FrozenPairEncoder(PairEncoder):
         n_turns = [d.n_agent_turns for d in dialogues]
         t_all = sum(n_turns)
         # Every per-turn value is gathered in Python lists, one entry per turn row, and made a
-        # tensor once after the loop (``_long``, ``_pair_block``): an element or row written into
+        # tensor once after the loop (``_long``, ``pair_block``): an element or row written into
         # a tensor one at a time cost microseconds a write, several per turn. The values are
         # the same (a float block's Python floats are rounded to float32 either way).
         logged: list[int] = []
@@ -298,9 +298,9 @@ class FrozenPairEncoder(PairEncoder):
         target_valid = torch.tensor(target_valid, dtype=torch.bool).reshape(t_all, s_max)
         first_user = _long(first_user) if first_user is not None else None
         target_prev = _long(target_prev).reshape(t_all, s_max) if target_prev is not None else None
-        grounded = _pair_block(grounded, s_max, GROUNDING_DIM) if grounded is not None else None
-        measured = _pair_block(measured, s_max, REPLY_MEASURES_DIM) if measured is not None else None
-        known = _pair_block(known, s_max, self.knowledge_dim) if known is not None else None
+        grounded = pair_block(grounded, s_max, GROUNDING_DIM) if grounded is not None else None
+        measured = pair_block(measured, s_max, REPLY_MEASURES_DIM) if measured is not None else None
+        known = pair_block(known, s_max, self.knowledge_dim) if known is not None else None
         texts = list(rows)
         vectors = self.cache.embed(texts) if texts else np.zeros((0, self.text_dim), np.float32)
         base = np.concatenate([np.zeros((1, self.text_dim), np.float32), vectors])
@@ -371,276 +371,6 @@ class FrozenPairEncoder(PairEncoder):
 def _long(values: list) -> torch.Tensor:
     """A per-turn list of ints (or of lists of ints) as a long tensor."""
     return torch.tensor(values, dtype=torch.long)
-
-
-def _pair_block(pairs: list[list], s_max: int, width: int) -> torch.Tensor:
-    """[T, 1 + S, width] float32 from one entry per turn row: the logged pair's features then each
-    target sample's, None where there is no sample (zeros, as a zero-filled tensor written row by
-    row had). Each Python float is rounded to float32 once, as ``torch.tensor`` of the row did."""
-    zeros = [0.0] * width
-    return torch.tensor([[zeros if f is None else f for f in pair] for pair in pairs],
-                        dtype=torch.float32).reshape(len(pairs), 1 + s_max, width)
-
-
-_WORD = re.compile(r"[a-z0-9]+")
-_TOKEN = re.compile(r"[A-Za-z0-9$:']+|[.!?]")
-# per similarity measure: this turn, min and mean over earlier turns, joint min, joint min ** 4
-_PER_MEASURE = 5
-AGREEMENT_MEASURES = ("cosine", "words", "facts")
-AGREEMENT_DIM = _PER_MEASURE * len(AGREEMENT_MEASURES)
-
-
-def _f1(wa: Sequence[str], wb: Sequence[str]) -> float:
-    if not wa and not wb:
-        return 1.0
-    common = sum(min(wa.count(w), wb.count(w)) for w in set(wa))
-    if common == 0:
-        return 0.0
-    p, r = common / len(wa), common / len(wb)
-    return 2 * p * r / (p + r)
-
-
-def _words(text: str) -> list[str]:
-    """Lower-cased alphanumeric words: word F1 is 1 for the same words in any order."""
-    return _WORD.findall(text.lower())
-
-
-def _facts(text: str) -> list[str]:
-    """The factual tokens of a reply: numbers (flights, times, prices, dates) and capitalised
-    words that do not start a sentence (names, places). Two replies that say the same thing in
-    other words share these; two of the same template with different facts do not, although
-    their sentence embeddings and most of their words agree."""
-    out, start = [], True
-    for tok in _TOKEN.findall(text):
-        if tok in ".!?":
-            start = True
-            continue
-        tok = tok.strip(":'")  # "135844:" and "135844" are the same flight; "23:00" keeps its colon
-        if not tok:
-            continue
-        if any(c.isdigit() for c in tok) or (not start and tok[0].isupper() and tok != "I"):
-            out.append(tok.lower())
-        start = False
-    return out
-
-
-# per reply, for its names (capitalised words) and its numbers apart: the share the dialogue had
-# not mentioned before it, and whether it states any
-GROUNDING_MEASURES = ("names_new", "numbers_new", "states_names", "states_numbers")
-GROUNDING_DIM = len(GROUNDING_MEASURES)
-_ORDINAL = re.compile(r"(\d+)(?:st|nd|rd|th)")
-
-
-def _fact_key(token: str) -> str:
-    """'$290' and '290', '20th' and '20' are the same fact."""
-    token = token.lower().lstrip("$")
-    m = _ORDINAL.fullmatch(token)
-    return m.group(1) if m else token
-
-
-@functools.lru_cache(maxsize=1 << 16)
-def _vocabulary(text: str) -> frozenset[str]:
-    return frozenset({_fact_key(w) for w in _words(text)} | {_fact_key(f) for f in _facts(text)})
-
-
-@functools.lru_cache(maxsize=1 << 16)
-def _fact_keys(text: str) -> tuple[frozenset[str], frozenset[str]]:
-    """The reply's names and its numbers."""
-    keys = {_fact_key(f) for f in _facts(text)}
-    numbers = frozenset(k for k in keys if any(c.isdigit() for c in k))
-    return frozenset(keys - numbers), numbers
-
-
-class Mentioned:
-    """Every word and fact of a dialogue's turns so far. Customers write in lower case as often as
-    not, so their words count, not only the capitalised tokens ``_facts`` takes from a reply."""
-
-    def __init__(self) -> None:
-        self.words: set[str] = set()
-        self._seen = 0
-
-    def extend(self, history, role: str | None = None) -> None:
-        """Add the turns of ``history`` (the dialogue's turns before a reply) not added yet; with
-        ``role``, only that speaker's."""
-        for turn in history[self._seen :]:
-            if role is None or turn.role == role:
-                self.words |= _vocabulary(turn.text)
-        self._seen = max(self._seen, len(history))
-
-
-@functools.lru_cache(maxsize=1 << 14)
-def source_turns(source: str) -> tuple[Turn, ...]:
-    """A retrieved reply's own conversation before it: ``source`` is the target table's
-    ``source_context``, a JSON list of ``[role, text]`` (``enigma.agents.transcripts``)."""
-    return tuple(Turn(role, text) for role, text in json.loads(source))
-
-
-@functools.lru_cache(maxsize=1 << 14)
-def speaker_view(source: str) -> tuple[tuple[Turn, ...], set]:
-    """A retrieved reply's own conversation before it as its speaker saw it (its own turns
-    "agent", the other side's "user"), and the speaker's bigrams there: ``reply_measures``'s
-    history and ``said``. In self-play the bot spoke on both sides; a reply after an agent turn
-    was said from the user's side, so the roles are swapped."""
-    turns = source_turns(source)
-    if turns and turns[-1].role == "agent":
-        turns = tuple(Turn("agent" if t.role == "user" else "user", t.text) for t in turns)
-    return turns, agent_bigrams(turns)
-
-
-@functools.lru_cache(maxsize=1 << 14)
-def source_said(source: str, role: str | None = None) -> Mentioned:
-    """What a retrieved reply's own conversation had said before it (with ``role``, that speaker
-    alone); a stand-in retrieves the same few thousand replies again and again."""
-    said = Mentioned()
-    said.extend(source_turns(source), role=role)
-    return said
-
-
-def grounding_features(reply: str, said: Mentioned) -> list[float]:
-    """How much of what ``reply`` asserts the dialogue had not mentioned before it
-    (``GROUNDING_MEASURES``). An agent that misheard the user names a city, a date or a name the
-    user never said. One that looked a flight up states numbers nobody had said either, and
-    names an airline, so which new facts are wrong is left to the model that reads this block
-    with the reply's text beside it; names and numbers apart make that easier. Zeros where the
-    reply states none."""
-    kinds = _fact_keys(reply)  # names, numbers
-    return [len(f - said.words) / len(f) if f else 0.0 for f in kinds] + [float(bool(f)) for f in kinds]
-
-
-# per reply: the cosine of its sentence vector with the opening request's, and their word F1
-REQUEST_MEASURES = ("cosine", "words")
-REQUEST_DIM = len(REQUEST_MEASURES)
-
-
-def request_features(
-    vectors: torch.Tensor,
-    texts: list[str],
-    first_user: torch.Tensor,
-    logged: torch.Tensor,
-    target: torch.Tensor,
-    target_valid: torch.Tensor,
-) -> torch.Tensor:
-    """How close each reply is to the user's opening request (``REQUEST_MEASURES``), laid out as
-    [T, 1 + S, REQUEST_DIM]: the logged reply, then each target sample (zeros where there is none).
-
-    A task dialogue's first user turn states what the user wants ("please cancel my
-    reservation"), and whether the final action does that is a comparison of two texts. Given the
-    request as a block of 384 dimensions, the PCA and the heads did not form that comparison
-    (``studies/results/ope_first_user_airline.md``); given here as two numbers per pair, a
-    linear head can read it. Zeros where the dialogue has no non-blank user turn before the reply.
-    ``vectors`` and ``texts`` are indexed by embedding row (row 0 the blank)."""
-    t_all, s_max = target.shape
-    out = torch.zeros((t_all, 1 + s_max, REQUEST_DIM), dtype=torch.float32)
-    unit = torch.nn.functional.normalize(vectors, dim=-1)
-    words = {0: []}
-
-    def measure(reply: int, request: int) -> list[float]:
-        for r in (reply, request):
-            if r not in words:
-                words[r] = _words(texts[r])
-        cos = float(unit[reply] @ unit[request]) if reply and request else 0.0
-        return [cos, _f1(words[reply], words[request]) if reply else 0.0]
-
-    for r in range(t_all):
-        request = int(first_user[r])
-        if not request:
-            continue
-        out[r, 0] = torch.tensor(measure(int(logged[r]), request))
-        for s in range(s_max):
-            if bool(target_valid[r, s]):
-                out[r, 1 + s] = torch.tensor(measure(int(target[r, s]), request))
-    return out
-
-
-@functools.lru_cache(maxsize=1 << 16)
-def _agreement_tokens(text: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """A reply's words and factual tokens (``_words``, ``_facts``) for ``agreement_features``'s word
-    and fact F1, kept across calls: the same logged replies are compared again for every held-out
-    agent. Tuples, so that what is kept cannot be changed; ``_f1`` reads them as it read the lists."""
-    return tuple(_words(text)), tuple(_facts(text))
-
-
-def _summarise(current: list[float], history: list[list[float]]) -> list[float]:
-    """Per measure: [this turn, min and mean over the earlier turns (1 at the first), joint
-    min, joint min ** 4]. The joint minimum is 'every turn so far, this one included, agreed';
-    the power sharpens it towards an indicator, which linear heads cannot form themselves."""
-    out: list[float] = []
-    for m, cur in enumerate(current):
-        past = [h[m] for h in history]
-        lo = min(past) if past else 1.0
-        mean = sum(past) / len(past) if past else 1.0
-        joint = min(cur, lo)
-        out += [cur, lo, mean, joint, joint**4]
-    return out
-
-
-def agreement_features(
-    vectors: torch.Tensor,
-    texts: list[str],
-    logged: torch.Tensor,
-    target: torch.Tensor,
-    target_valid: torch.Tensor,
-    n_agent_turns: torch.Tensor,
-) -> torch.Tensor:
-    """How far the logged dialogue has followed the target agent so far.
-
-    The true ratio ``d^pi/d^D`` at agent turn k is, with the human's turns common to both sides,
-    ``prod_{j<=k} pi(a_j|s_j)`` over the logging mixture's probability of the same actions: it is
-    large only on dialogues whose agent turns are ones the target would have taken. Comparing
-    each logged reply with the target's replies at the same state measures that; because the
-    target policy is fixed during training, the comparison is a function of the state (earlier
-    turns) and the action (this turn), so zeta and nu may read it. No model of the target or of
-    the logging agents is fitted: the features only compare texts.
-
-    Three measures of agreement between two replies (``AGREEMENT_MEASURES``): the cosine of their
-    sentence vectors, word F1, and F1 of their factual tokens (``_facts``), each summarised by
-    ``_summarise``. The logged reply is compared with the target's samples at its state; a
-    target sample with the other samples (1 when there is only one).
-    """
-    t_all, s_max = target.shape
-    unit = torch.nn.functional.normalize(vectors, dim=-1)
-    tokens: dict[int, tuple[tuple[str, ...], tuple[str, ...]]] = {}
-    pairs: dict[tuple[int, int], list[float]] = {}
-
-    def similarity(a: int, b: int) -> list[float]:
-        key = (a, b) if a <= b else (b, a)
-        if key not in pairs:
-            for r in key:
-                if r not in tokens:
-                    tokens[r] = _agreement_tokens(texts[r])
-            if a == b:
-                pairs[key] = [1.0, 1.0, 1.0]
-            else:
-                cos = float(unit[a] @ unit[b]) if a and b else 0.0
-                pairs[key] = [cos, _f1(tokens[a][0], tokens[b][0]), _f1(tokens[a][1], tokens[b][1])]
-        return pairs[key]
-
-    def mean(rows: list[list[float]]) -> list[float]:
-        return [sum(col) / len(rows) for col in zip(*rows)] if rows else [1.0] * len(AGREEMENT_MEASURES)
-
-    # the index tensors read as lists once, and every turn's rows gathered before one conversion
-    # (``_pair_block``; the places of absent samples stay ones): the same values as writing the
-    # tensor row by row, without microseconds of tensor indexing per element
-    targets, valid, logged_rows = target.tolist(), target_valid.tolist(), logged.tolist()
-    ones = [1.0] * AGREEMENT_DIM
-    rows: list[list] = []
-    r = 0
-    for n in n_agent_turns.tolist():
-        history: list[list[float]] = []
-        for _ in range(n):
-            samples = [b for b, ok in zip(targets[r], valid[r]) if ok]
-            a = logged_rows[r]
-            current = mean([similarity(a, b) for b in samples])
-            pair = [_summarise(current, history)] + [ones] * s_max
-            for s, b in enumerate(samples):
-                others = samples[:s] + samples[s + 1 :]
-                pair[1 + s] = _summarise(mean([similarity(b, o) for o in others]), history)
-            rows.append(pair)
-            history.append(current)
-            r += 1
-    if r < t_all:  # rows past the dialogues' turns (none when the lengths add up to the rows) stay ones
-        rows += [[ones] * (1 + s_max)] * (t_all - r)
-    return _pair_block(rows, s_max, AGREEMENT_DIM)
 
 
 def _check(d: DialogueActions, max_agent_turns: int) -> None:

@@ -24,6 +24,7 @@ from enigma.evaluation import figures as draw
 from enigma.evaluation.ablations import with_unnormalised
 from enigma.evaluation.config import ReportConfig
 from enigma.evaluation.errors import EvaluationError
+from enigma.evaluation.headline import headline_cells, headline_columns
 from enigma.evaluation.intervals import interval_text
 from enigma.evaluation.results import RESULT_COLUMNS, check_results, read_curves, read_results
 from enigma.evaluation.summary import build_summary, write_summary
@@ -35,6 +36,9 @@ FIGURE_SETS = ("headline", "all")
 # Where a headline page says the other figures are, unless its caller knows better (the pipeline
 # names the full report and its DVC stage).
 MORE_FIGURES = "Every estimator's figures: build the report with figures 'all' (enigma report build --figures all)."
+
+# the headline table's columns, in order (headline.headline_cells)
+HEADLINE_CELLS = ("half", "enigma", "best_other", "difference", "rank")
 
 REGIME_TEXT = {
     "none": "nothing about the agent",
@@ -53,10 +57,18 @@ th, td { border: 1px solid #ccc; padding: 3px 6px; text-align: right; vertical-a
 th:first-child, td.name, td.text { text-align: left; }
 td.flag { color: #a40000; text-align: left; max-width: 28em; }
 p.headline { font-size: 16px; background: #f4f4f4; padding: .6em; border-left: 4px solid #555; }
+table.headline { font-size: 15px; background: #f4f4f4; border-left: 4px solid #555; }
+table.headline th, table.headline td { padding: 5px 10px; }
 img { max-width: 100%; }
 </style></head><body>
 <h1>{{ s.benchmark }}: how well each estimator predicts every agent's rating</h1>
-<p class="headline">{{ s.headline }}</p>
+{% if s.headline_table %}{% set heads = headline_columns(s.headline_table[0].stat, s.settings.confidence) %}
+<table class="headline"><tr>{% for k in cells %}<th>{{ heads[k] }}</th>{% endfor %}</tr>
+{% for row in s.headline_table %}{% set c = headline_cells(row) %}<tr>{% for k in cells %}<td{% if k in ("half", "best_other") %} class="name"{% endif %}>{{ c[k] }}</td>{% endfor %}</tr>
+{% endfor %}</table>
+{% set notes = s.headline_table | selectattr("note") | map(attribute="note") | list %}
+{% if notes %}<p class="headline">{% for n in notes %}{{ n }}{% if not loop.last %}<br>{% endif %}{% endfor %}</p>{% endif %}
+{% else %}<p class="headline">{{ s.headline }}</p>{% endif %}
 <p>{{ s.n_agents }} agents, each held out in turn: an estimator sees the other agents' rated dialogues
 and only what its information regime allows about the held-out agent. Correlations are across agents;
 intervals are {{ (s.settings.confidence * 100) | round | int }}% {{ s.settings.interval }}
@@ -215,6 +227,9 @@ def render_html(summary: dict[str, Any], figs: dict[str, list[str]], overview: s
         min_spread=_min_spread,
         slugs=slugs(order),
         regime_text=lambda r: REGIME_TEXT.get(r, r),
+        cells=HEADLINE_CELLS,
+        headline_cells=headline_cells,
+        headline_columns=headline_columns,
     )
 
 

@@ -13,8 +13,10 @@ of each estimate, null where it gives none; ``conformal``: from the other agents
 ``{pairs, called, wrong, wrong_rate, power_gap_0_05}``), the same per half under ``split``,
 with ``agent_intervals`` (every agent's three intervals for the
 report's ENIGMA estimator); at the top ``ranking``, ``comparison`` (paired bootstrap
-differences of the first-ranked against the runner-up and against ENIGMA), ``headline`` (the
-plain sentence), ``errors`` and ``settings``. Undefined numbers are ``null``.
+differences of the first-ranked against the runner-up and against ENIGMA, and of ENIGMA against
+the best other estimator; per half under ``split_comparison``), ``headline`` (the plain
+sentence), ``headline_table`` (the same as the rows the page leads with: ``headline``),
+``errors`` and ``settings``. Undefined numbers are ``null``.
 """
 
 from __future__ import annotations
@@ -28,10 +30,12 @@ import numpy as np
 import pandas as pd
 
 from enigma.evaluation.config import ReportConfig
-from enigma.evaluation.correlation import STATS, EstimatorScore, paired_difference, score_estimator
+from enigma.evaluation.correlation import STATS, EstimatorScore, score_estimator
 from enigma.evaluation.errors import EvaluationError
 from enigma.evaluation.calibration import pair_verdicts, verdict_accuracy
 from enigma.evaluation.intervals import KINDS, interval_coverage, interval_table
+from enigma.evaluation.headline import headline, headline_table, split_headline
+from enigma.evaluation.ranking import comparisons, enigma_minus_best_other, rank
 from enigma.evaluation.results import check_results
 from enigma.evaluation.split import HALVES, split_agents
 from enigma.evaluation.truth import truth_wide
@@ -209,16 +213,15 @@ def build_summary(
             }
 
     ranking = rank(scores, cfg.rank_by)
-    comparison = _comparisons(ranking, scores, cfg)
+    comparison = comparisons(ranking, scores, cfg)
     split_ranking = {h: rank(half_scores[h], cfg.rank_by) for h in HALVES}
-    split_comparison = {h: _comparisons(split_ranking[h], half_scores[h], cfg) for h in HALVES}
-    for h in HALVES:  # the question of the README's table: ENIGMA against the best other estimator
-        other = best_other(split_ranking[h], cfg.enigma_estimator) if cfg.enigma_estimator in half_scores[h] else None
-        d = other and paired_difference(half_scores[h][cfg.enigma_estimator], half_scores[h][other],
-                                        cfg.rank_by[len("mean_"):], cfg.confidence)
-        if d:
-            split_comparison[h]["enigma_minus_best_other"] = {"first": cfg.enigma_estimator, "other": other,
-                                                             "stat": cfg.rank_by, **d}
+    split_comparison = {h: comparisons(split_ranking[h], half_scores[h], cfg) for h in HALVES}
+    # the question of the README's table and of the headline: ENIGMA against the best other estimator
+    for where, order, sc in [*((split_comparison[h], split_ranking[h], half_scores[h]) for h in HALVES),
+                             (comparison, ranking, scores)]:
+        pair = enigma_minus_best_other(order, sc, cfg)
+        if pair:
+            where["enigma_minus_best_other"] = pair
     errors = [
         {"estimator": row.estimator, "agent_id": row.agent_id, "error": row.error}
         for row in results.drop_duplicates(["estimator", "agent_id"]).itertuples(index=False)
@@ -245,6 +248,9 @@ def build_summary(
         "split_comparison": split_comparison,
         "headline": " ".join([split_headline(halves, split_ranking, half_scores, split_comparison, cfg),
                               headline(benchmark, ranking, scores, comparison, cfg)]),
+        # the same, as the table the report page leads with: a row per half and for all agents
+        "headline_table": headline_table(halves, split_ranking, half_scores, split_comparison, ranking, scores,
+                                         comparison, cfg),
         "errors": errors,
         "agents_without_truth": without_truth,
         "truth_reliability": truth_reliability(truth, list(tw.index), ratings),
@@ -289,37 +295,6 @@ def _half_entry(score: EstimatorScore) -> dict[str, Any]:
     return out
 
 
-def split_headline(halves: dict[str, list[str]], ranking: dict[str, list[str]], scores: dict[str, dict[str, EstimatorScore]],
-                   comparison: dict[str, dict[str, Any]], cfg: ReportConfig) -> str:
-    """The test half first (the agents no choice read), then the dev half, in one sentence each."""
-    enigma = cfg.enigma_estimator
-    stat = cfg.rank_by[len("mean_") :]
-    parts = []
-    for h in HALVES:
-        order, sc = ranking[h], scores[h]
-        if not order or not halves[h]:
-            continue
-        what = "which no choice read" if h == "test" else "where choices are made"
-        text = f"{h.capitalize()} half ({len(halves[h])} agents, {what}):"
-        if enigma in sc:
-            e = sc[enigma]
-            text += f" ENIGMA ranks {order.index(enigma) + 1} of {len(order)} with {_fmt(e.means[stat])} ({_fmt_ci(e.mean_ci[stat])})"
-            other = best_other(order, enigma)
-            if other is not None:
-                d = paired_difference(sc[enigma], sc[other], stat, cfg.confidence)
-                gap = f" {_fmt_signed(d['difference'])} ({_fmt_ci(d['ci95'])}, paired)" if d else ""
-                text += f"; the best other estimator, {other}, {_fmt(sc[other].means[stat])}, ENIGMA{gap}"
-            text += "."
-        else:
-            text += f" {order[0]} ranks first with {_fmt(sc[order[0]].means[stat])}."
-        parts.append(text)
-    return " ".join(parts)
-
-
-def _fmt_signed(v: float | None) -> str:
-    return "undefined" if v is None or not math.isfinite(v) else f"{v:+.3f}"
-
-
 def truth_reliability(truth: pd.DataFrame, agents: list[str], ratings: list[str]) -> dict[str, Any]:
     """How much of the spread of the true values across agents is real rather than sampling
     noise in them: reliability = 1 - mean(stderr^2) / var(values), and sqrt(reliability), the
@@ -339,115 +314,6 @@ def truth_reliability(truth: pd.DataFrame, agents: list[str], ratings: list[str]
             entry.update(mean_stderr=float(se.mean()), reliability=rel, max_pearson=math.sqrt(rel) if rel > 0 else 0.0)
         out[r] = entry
     return out
-
-
-def rank(scores: dict[str, EstimatorScore], rank_by: str = "mean_pearson") -> list[str]:
-    """Estimators best first by the mean over ratings; undefined means go last."""
-    stat = rank_by[len("mean_") :]
-
-    def key(name: str):
-        v = scores[name].means[stat]
-        return (0, -v, name) if math.isfinite(v) else (1, 0.0, name)
-
-    return sorted(scores, key=key)
-
-
-def is_enigma_setting(name: str, enigma: str) -> bool:
-    """Whether ``name`` is one of ENIGMA's own rows rather than another estimator: a setting
-    studied beside it or a former default (params.yaml names them ``<enigma>-<setting>``) or a
-    figure derived from its run (``<enigma>-unnormalised``)."""
-    return name.startswith(f"{enigma}-")
-
-
-def best_other(ranking: list[str], enigma: str) -> str | None:
-    """The best-ranked estimator that is neither ENIGMA nor one of its own settings."""
-    return next((n for n in ranking if n != enigma and not is_enigma_setting(n, enigma)), None)
-
-
-def only_own_settings_above(ranking: list[str], enigma: str) -> bool:
-    """Whether every estimator ranked above ENIGMA is one of its own settings (none above: true)."""
-    return all(is_enigma_setting(n, enigma) for n in ranking[: ranking.index(enigma)])
-
-
-def _comparisons(ranking: list[str], scores: dict[str, EstimatorScore], cfg: ReportConfig) -> dict[str, Any]:
-    stat = cfg.rank_by[len("mean_") :]
-    out: dict[str, Any] = {}
-    if len(ranking) >= 2:
-        d = paired_difference(scores[ranking[0]], scores[ranking[1]], stat, cfg.confidence)
-        if d is not None:
-            out["first_vs_runner_up"] = {"first": ranking[0], "other": ranking[1], "stat": cfg.rank_by, **d}
-    enigma = cfg.enigma_estimator
-    if enigma in scores and ranking and ranking[0] != enigma:
-        d = paired_difference(scores[ranking[0]], scores[enigma], stat, cfg.confidence)
-        if d is not None:
-            out["first_vs_enigma"] = {"first": ranking[0], "other": enigma, "stat": cfg.rank_by, **d}
-        # Only ENIGMA's own settings above it: the question a user asks of a full report is
-        # whether ENIGMA beats the other estimators, so pair it with the best of those as well.
-        other = best_other(ranking, enigma)
-        if other is not None and only_own_settings_above(ranking, enigma):
-            d = paired_difference(scores[enigma], scores[other], stat, cfg.confidence)
-            if d is not None:
-                out["enigma_vs_best_other"] = {"first": enigma, "other": other, "stat": cfg.rank_by, **d}
-    return out
-
-
-def _fmt(v: float | None) -> str:
-    return "undefined" if v is None or not math.isfinite(v) else f"{v:.3f}"
-
-
-def _fmt_ci(ci) -> str:
-    if not ci or ci[0] is None:
-        return "no interval"
-    return f"95% CI [{ci[0]:.3f}, {ci[1]:.3f}]"
-
-
-def headline(
-    benchmark: str, ranking: list[str], scores: dict[str, EstimatorScore], comparison: dict[str, Any], cfg: ReportConfig
-) -> str:
-    """One plain sentence (or three): who ranks first, and whether ENIGMA is not the best."""
-    if not ranking:
-        return f"{benchmark}: no estimator results."
-    stat = cfg.rank_by[len("mean_") :]
-    label = f"mean {stat.capitalize()} over ratings"
-    first = scores[ranking[0]]
-    runner = comparison.get("first_vs_runner_up")
-    margin = (
-        f", ahead of {runner['other']} by {_fmt(runner['difference'])} ({_fmt_ci(runner['ci95'])}, paired)"
-        if runner
-        else ""
-    )
-    parts = [
-        f"On {benchmark}, {ranking[0]} ranks first of {len(ranking)} estimator(s) by {label}: "
-        f"{_fmt(first.means[stat])} ({_fmt_ci(first.mean_ci[stat])}, {len(first.agents)} agents){margin}."
-    ]
-    if first.flags:
-        parts.append(f"Caution: {ranking[0]} is flagged ({first.flags[0]}).")
-    enigma = cfg.enigma_estimator
-    if enigma not in scores:
-        parts.append(f"ENIGMA ({enigma!r}) is not in this report.")
-    elif ranking[0] == enigma:
-        parts.append("ENIGMA is the best estimator here.")
-    else:
-        pos = ranking.index(enigma) + 1
-        e = scores[enigma]
-        d = comparison.get("first_vs_enigma")
-        gap = f"; {ranking[0]} leads by {_fmt(d['difference'])} ({_fmt_ci(d['ci95'])})" if d else ""
-        if only_own_settings_above(ranking, enigma):
-            # only its own studied settings rank above it: ENIGMA still leads the other estimators
-            other = comparison.get("enigma_vs_best_other")
-            lead = (f", ahead of {other['other']} by {_fmt(other['difference'])} ({_fmt_ci(other['ci95'])}, paired)"
-                    if other else "")
-            parts.append(
-                f"ENIGMA is the best estimator here that is not one of its own settings: it ranks {pos} of "
-                f"{len(ranking)} with {_fmt(e.means[stat])} ({_fmt_ci(e.mean_ci[stat])}){lead}. "
-                f"{pos - 1} of its own settings rank above it{gap}."
-            )
-        else:
-            parts.append(
-                f"ENIGMA is NOT the best estimator on this benchmark: it ranks {pos} of {len(ranking)} with "
-                f"{_fmt(e.means[stat])} ({_fmt_ci(e.mean_ci[stat])}){gap}."
-            )
-    return " ".join(parts)
 
 
 def summary_estimates(summary: dict[str, Any], name: str) -> pd.DataFrame:

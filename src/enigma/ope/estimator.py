@@ -19,7 +19,8 @@ import numpy as np
 import pyarrow as pa
 import torch
 
-from enigma.contracts import EstimateResult, HeldOutAgent, Regime, Turn
+from enigma.contracts import EstimateResult, HeldOutAgent, Regime
+from enigma.dialogue import Turn
 from enigma.encoders.base import DialogueActions, PairEncoder
 from enigma.encoders.config import EncodeConfig
 from enigma.ope.config import DiceConfig, FeaturesConfig, FrozenFeatures, OnehotFeatures, derived_tmax

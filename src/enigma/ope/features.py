@@ -9,16 +9,14 @@ and with ``dice.turn_interactions`` the features times the turn's position."""
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
 from enigma.encoders.base import PairEncoder, turn_mask, turn_positions
 from enigma.ope.config import FrozenFeatures
+from enigma.ope.problem import DiceData
 from enigma.ope.turns import TurnFeatures
-
-if TYPE_CHECKING:  # problem.py names Features in its Solution
-    from enigma.ope.problem import DiceData
 
 
 def pca_projection(stacked: torch.Tensor, k: int, seed: int, chunk_rows: int = 65536, solver: str = "randomized",

@@ -23,7 +23,8 @@ from enigma.ope.features import Features
 from enigma.ope.guards import check_row
 from enigma.ope.heads import DiceHeads
 from enigma.ope.objective import lagrangian, slot_values
-from enigma.ope.problem import DiceData, Solution
+from enigma.ope.problem import DiceData
+from enigma.ope.solution import Solution
 
 
 def solve_gda(

@@ -1,18 +1,12 @@
-"""What a DICE solver works on and what it returns: ``DiceData`` (everything about the dialogues
-but the encoder input) and ``Solution`` (the fitted heads, the features the final pass reads and
-the learning curve). The solvers (``gda``, ``exact_nu``) take the one and return the other; the
-trainer turns a solution into estimates."""
+"""What a DICE solver works on: ``DiceData``, everything about the dialogues but the encoder
+input. The solvers (``gda``, ``exact_nu``) take it and return a ``solution.Solution``."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
 import numpy as np
 import torch
-
-from enigma.ope.features import Features
-from enigma.ope.heads import DiceHeads
 
 
 @dataclass
@@ -36,16 +30,3 @@ class DiceData:
         if bool(empty.any()):
             i, k = (int(x) for x in empty.nonzero()[0])
             raise ValueError(f"dialogue {self.dialog_ids[i]}: agent turn {k} has no target reply")
-
-
-@dataclass
-class Solution:
-    """A solver's result: the final heads, the features to evaluate them on (those of the final
-    weights: an averaged fine-tuned encoder gives new ones), the steps run, the learning curve
-    and the solver's own summary (exact_nu: iterations, final gradient, converged)."""
-
-    heads: DiceHeads
-    features: Features
-    steps: int
-    curve: list[dict[str, Any]] = field(default_factory=list)
-    summary: dict[str, Any] = field(default_factory=dict)

@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from enigma.contracts import History, Turn
+from enigma.dialogue import History, Turn
 from enigma.store import schema as S
 from enigma.store.experience import ExperienceStore
 

@@ -34,7 +34,8 @@ from typing import Protocol, Sequence
 import numpy as np
 import pyarrow as pa
 
-from enigma.contracts import Agent, Turn
+from enigma.contracts import Agent
+from enigma.dialogue import Turn
 from enigma.rollouts.config import LearnedCustomerConfig
 from enigma.store import schema as S
 from enigma.store.experience import ExperienceStore

@@ -1,5 +1,5 @@
 """The ``simulate`` section of params.yaml: settings only, so that reading params.yaml does not
-load the simulator (``enigma.sim.generate`` runs it, ``enigma.sim.sellers`` holds the presets)."""
+load the simulator (``enigma.sim.generate`` runs it, ``enigma.sim.seller_presets`` holds the presets)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import json
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 MAX_AGENT_TURNS = 8  # the longest dialogue has 8 agent turns; every seller acts by then
-# The presets' names; their sellers are enigma.sim.sellers.PRESETS, which refuses to load if the
+# The presets' names; their sellers are enigma.sim.seller_presets.PRESETS, which refuses to load if the
 # two ever differ.
 PRESET_NAMES = ("airline24", "rule6", "airline-heldout")
 

@@ -32,7 +32,8 @@ from enigma.sim.rng import mix
 from enigma.sim.rollout import Rollout, rollout
 from enigma.sim.scoring import RATINGS
 from enigma.sim.scoring import AIRDIALOGUE_WEIGHTS
-from enigma.sim.sellers import REWARD_WEIGHTS, agent_spec, make_seller, preset_agents
+from enigma.sim.seller_presets import REWARD_WEIGHTS, preset_agents
+from enigma.sim.sellers import agent_spec, make_seller
 
 SOURCE = "airline-sim"
 TRUTH_FILE = "truth.parquet"

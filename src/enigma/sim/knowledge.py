@@ -27,12 +27,13 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-from enigma.contracts import Turn
+from enigma.dialogue import Turn
 from enigma.encoders.knowledge import Lookup
 from enigma.sim import world as W
 from enigma.sim.goals import meets_preferences
 from enigma.sim.language import read_action, read_agent, read_customer
-from enigma.sim.sellers import Belief, SellerAgent, SellerKnobs
+from enigma.sim.seller_presets import SellerKnobs
+from enigma.sim.sellers import Belief, SellerAgent
 
 # flight numbers are six digits (world: 100000 plus the position in the whole timetable)
 _NUMBER = re.compile(r"(?<![\d$.])(\d{6})(?![\d])")

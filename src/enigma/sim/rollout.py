@@ -13,13 +13,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from enigma.contracts import Agent, Turn
+from enigma.contracts import Agent
+from enigma.dialogue import Turn
+from enigma.sim.config import MAX_AGENT_TURNS
 from enigma.sim.customer import Customer
 from enigma.sim.goals import Goal, Outcome, expected_outcome, sample_goal
 from enigma.sim.language import CLOSING_THANKS, read_action, read_agent
 from enigma.sim.rng import mix, rng
 from enigma.sim.scoring import AIRDIALOGUE_WEIGHTS, NO_ACTION, Action, score
-from enigma.sim.sellers import MAX_AGENT_TURNS
 
 
 @dataclass(frozen=True)
@@ -46,7 +47,7 @@ def rollout(agent: Agent, seed: int, goal: Goal | None = None, max_agent_turns: 
             closing_exchanges: int = 0) -> Rollout:  # fmt: skip
     """One dialogue of ``agent`` with a customer. ``seed`` fixes the goal (unless given), the
     customer's wording and the seeds passed to the agent, so the same seed replays exactly.
-    ``reward_weights``: the preset's mix of name, flight and status (``sellers.REWARD_WEIGHTS``).
+    ``reward_weights``: the preset's mix of name, flight and status (``seller_presets.REWARD_WEIGHTS``).
     ``closing_exchanges``: after the agent ends the dialogue (an action or a goodbye) the customer
     thanks it that many times and the agent answers each (the agent's own words): turns that decide
     nothing, so the rating comes that many exchanges after the turn that decided it, as in long

@@ -7,7 +7,7 @@
   customer's knowledge base, 1 for a correct flight;
 - status: 1 if the final status equals the expected one;
 - reward = 0.2 name + 0.5 flight + 0.3 status (AirDialogue's mix; a preset may weigh them
-  otherwise: ``sellers.REWARD_WEIGHTS``).
+  otherwise: ``seller_presets.REWARD_WEIGHTS``).
 All four are in [0, 1] and are the simulator's ratings.
 """
 

@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from enigma.contracts import Turn
+from enigma.dialogue import Turn
 from enigma.store import schema as S
 
 

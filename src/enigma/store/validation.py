@@ -18,7 +18,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from enigma.contracts import ROLES
+from enigma.dialogue import ROLES
 from enigma.store import schema as S
 from enigma.store.config import IngestConfig, SourceSpec
 

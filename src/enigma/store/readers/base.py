@@ -17,7 +17,7 @@ from typing import Any, Callable, Iterator
 
 import pyarrow as pa
 
-from enigma.contracts import ROLES
+from enigma.dialogue import ROLES
 from enigma.store import schema as S
 from enigma.store.config import IngestConfig, SourceSpec
 
