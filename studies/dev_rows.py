@@ -90,6 +90,9 @@ def main() -> None:
     ap.add_argument("--work", type=Path, default=REPO / "data" / "work" / "dev_rows")
     ap.add_argument("--params", type=Path, default=REPO / "params.yaml")
     ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--dev-of", metavar="BENCHMARK", default=None,
+                    help="estimate and score only the dev-half agents of this other benchmark (e.g. airline-delay3 "
+                         "with --dev-of airline: the same sellers as airline's dev half, none of its test half)")
     args = ap.parse_args()
     rows = {}
     for spec in args.row:
@@ -109,6 +112,8 @@ def main() -> None:
     base = Params.load(args.params)
     b = base.benchmark(args.benchmark)
     dev = dev_agents(base, args.benchmark)
+    if args.dev_of:
+        dev = sorted(set(dev) & set(dev_agents(base, args.dev_of)))
     if not dev:
         sys.exit(f"{args.benchmark}: no dev half (report.split.test_only names it): nothing may be chosen on it")
     warm_embeddings(b, base)
