@@ -23,6 +23,9 @@ class HFSettings(_Strict):
     chat_template: str | None = None
     # "auto": the GPU when there is one, else the CPU; or any torch device string.
     device: str = "auto"
+    # Replies per generate call (left-padded prompts, the shortest together). Each reply draws
+    # from a generator of its own, so the batch size changes no draw (docs/agents.md#batched-generation-hf).
+    batch_size: int = Field(32, ge=1)
     # Where GGUF checkpoints are converted once to a plain model directory (fast later loads).
     convert_cache_dir: str = "cache/hf-converted"
 
