@@ -22,6 +22,7 @@ from enigma.agents.config import AgentSettings, HFSettings
 from enigma.agents.hf import _RowDraws
 from enigma.cli import app
 from enigma.contracts import Turn
+from enigma.sampling.sampler import run_sampling
 from tests.agents import toy_agents as T
 
 REPO = Path(__file__).resolve().parents[2]
@@ -165,6 +166,40 @@ def test_a_killed_hf_sample_resumes_to_the_uninterrupted_table(tiny_lm_dir, tmp_
     summary = _sample(store, spec, _params(tmp_path, "killed", {"batch_size": 5}), tmp_path / "resumed.parquet")
     assert 3 <= summary["n_cached"] < whole["n_calls"] and summary["n_called"] > 0  # it did resume
     assert _rows(tmp_path / "resumed.parquet") == _rows(tmp_path / "whole.parquet")
+
+
+class _Batching(T.EchoAgent):
+    """Echo with a respond_batch that fails (the sampler then asks call by call) or answers."""
+
+    batch_size = 4
+
+    def __init__(self, fail: bool):
+        self.fail, self.batches, self.single = fail, [], 0
+
+    def respond(self, history, n=1, seed=None):
+        self.single += 1
+        return super().respond(history, n, seed)
+
+    def respond_batch(self, histories, n, seeds):
+        self.batches.append(len(histories))
+        if self.fail:
+            raise RuntimeError("out of memory")
+        return [super(_Batching, self).respond(h, k, s) for h, k, s in zip(histories, n, seeds)]
+
+
+@pytest.mark.parametrize("fail", [False, True])
+def test_the_sampler_hands_a_chunk_to_respond_batch(tmp_path, fail):
+    """A chunk's calls go to respond_batch at once (at least batch_size replies per chunk, even
+    with chunk_states 1); if it raises, the chunk is asked call by call; the table is the same."""
+    store = T.tiny_store(n_dialogues=6, turns_per_dialogue=4)
+    agent = _Batching(fail)
+    table, stats = run_sampling(store, "python:tests.agents.toy_agents:echo", agent=agent, cache_dir=tmp_path / "b",
+                                chunk_states=1, progress=False)
+    plain, _ = run_sampling(store, "python:tests.agents.toy_agents:echo", cache_dir=tmp_path / "p", progress=False)
+    assert table.column("text").to_pylist() == plain.column("text").to_pylist()
+    assert stats.n_failed == 0 and sum(agent.batches) == stats.n_calls
+    assert all(b >= 2 for b in agent.batches[:-1])  # the opening's call carries 3 replies: chunks of 2+ calls
+    assert agent.single == (stats.n_calls if fail else 0)
 
 
 @pytest.mark.slow
