@@ -168,6 +168,20 @@ def test_a_killed_hf_sample_resumes_to_the_uninterrupted_table(tiny_lm_dir, tmp_
     assert _rows(tmp_path / "resumed.parquet") == _rows(tmp_path / "whole.parquet")
 
 
+def test_bfloat16_is_another_agent(tiny_lm_dir):
+    """sample.agents.hf.dtype: bfloat16 loads the weights as bfloat16, answers, and has its own
+    fingerprint (its replies are not float32's)."""
+    import torch
+
+    from enigma.agents import fingerprint
+
+    spec = f"hf:{tiny_lm_dir}"
+    f32, bf16 = _agent(tiny_lm_dir), _agent(tiny_lm_dir, dtype="bfloat16")
+    assert next(bf16.model.parameters()).dtype == torch.bfloat16
+    assert len(bf16.respond(H1, n=2, seed=1)) == 2
+    assert fingerprint(spec, f32) != fingerprint(spec, bf16)
+
+
 class _Batching(T.EchoAgent):
     """Echo with a respond_batch that fails (the sampler then asks call by call) or answers."""
 

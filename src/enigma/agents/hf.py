@@ -145,7 +145,7 @@ class HFAgent:
 
         try:
             self.tokenizer = AutoTokenizer.from_pretrained(model_dir)
-            self.model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+            self.model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=getattr(torch, self.settings.dtype))
         except (OSError, ValueError) as exc:
             raise AgentSpecError(f"hf checkpoint {self.path}: cannot load ({exc})") from exc
         device = self.settings.device
