@@ -30,7 +30,8 @@ class HFSettings(_Strict):
     dtype: Literal["float32", "bfloat16"] = "float32"
     # Replies per generate call (left-padded prompts, the shortest together). Each reply draws
     # from a generator of its own, so the batch size changes no draw (docs/agents.md#batched-generation-hf).
-    batch_size: int = Field(32, ge=1)
+    # 16: two batches per cache part of 32 calls, sorted by length, the fastest measured on CPU.
+    batch_size: int = Field(16, ge=1)
     # Where GGUF checkpoints are converted once to a plain model directory (fast later loads).
     convert_cache_dir: str = "cache/hf-converted"
 
