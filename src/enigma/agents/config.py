@@ -4,6 +4,8 @@ settings alone, which params.yaml's check of a benchmark's knowledge base reads.
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 
@@ -23,6 +25,13 @@ class HFSettings(_Strict):
     chat_template: str | None = None
     # "auto": the GPU when there is one, else the CPU; or any torch device string.
     device: str = "auto"
+    # The weights' and activations' type. bfloat16 is another agent (other replies, another
+    # fingerprint), faster on CPUs with AVX512-BF16 (studies/results/hf_batch_throughput.md).
+    dtype: Literal["float32", "bfloat16"] = "float32"
+    # Replies per generate call (left-padded prompts, the shortest together). Each reply draws
+    # from a generator of its own, so the batch size changes no draw (docs/agents.md#batched-generation-hf).
+    # 16: two batches per cache part of 32 calls, sorted by length, the fastest measured on CPU.
+    batch_size: int = Field(16, ge=1)
     # Where GGUF checkpoints are converted once to a plain model directory (fast later loads).
     convert_cache_dir: str = "cache/hf-converted"
 

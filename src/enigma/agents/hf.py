@@ -9,13 +9,14 @@ about 20 s on 2 cores, the converted directory about 3 s).
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import shutil
 import threading
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from enigma.agents.config import HFSettings
 from enigma.agents.errors import AgentSpecError
@@ -26,6 +27,58 @@ from enigma.model_loading import MODEL_LOAD_LOCK
 log = logging.getLogger(__name__)
 
 _ROLE = {"user": "user", "agent": "assistant"}
+
+# What generate() applies when neither the model's generation config nor the call sets top_k
+# (transformers' GenerationConfig default); the draws keep it, so the agent's policy is unchanged.
+_GENERATE_DEFAULT_TOP_K = 50
+
+# Named in the fingerprint: replies drawn before per-reply generators (one torch global generator
+# per call) are other draws, and a cache must not mix the two.
+DRAWS = "per-reply generator, inverse CDF (issue 72)"
+
+
+def row_seed(seed: int, reply: int) -> int:
+    """The seed of reply ``reply`` of a call seeded ``seed``: its own generator's, so that the
+    reply's draws do not depend on which other replies share its ``generate`` call."""
+    return int.from_bytes(hashlib.sha256(f"{seed}:{reply}".encode()).digest()[:8], "big") & (2**63 - 1)
+
+
+class _RowDraws:
+    """A logits processor that draws every row's next token itself, from what generate's sampling
+    would draw from (temperature, then top-k, then top-p: transformers' warpers, in that order),
+    inverting the row's cumulative distribution at the row's own uniform for this step. It returns
+    a one-hot score, so a greedy ``generate`` keeps that token.
+
+    ``uniforms``: [rows, max_new_tokens] float64, each row from its own generator; ``width``: the
+    padded prompt length (the step is ``input_ids.shape[1] - width``). With top-k the nucleus is
+    cut from the k best tokens only (the others have no mass after top-k anyway): no sort of the
+    whole vocabulary per step. (Where scores tie at the k-th, transformers' top-k keeps every tied
+    token and this keeps k: a difference only for exactly equal float scores.)"""
+
+    def __init__(self, uniforms: Any, width: int, temperature: float, top_k: int | None, top_p: float):
+        self.uniforms, self.width = uniforms, width
+        self.temperature, self.top_k, self.top_p = temperature, top_k, top_p
+
+    def __call__(self, input_ids: Any, scores: Any) -> Any:
+        import torch
+
+        step = input_ids.shape[1] - self.width
+        if self.top_k and self.top_k < scores.shape[-1]:
+            best, token_of = torch.topk(scores, self.top_k, dim=-1)  # sorted, best first
+        else:
+            best, token_of = torch.sort(scores, dim=-1, descending=True, stable=True)
+        # float64, one row at a time in effect: a row's draw does not depend on its batch
+        probs = torch.softmax(best.double() / self.temperature, dim=-1)
+        if self.top_p < 1.0:
+            before = probs.cumsum(dim=-1) - probs  # mass of the better tokens
+            probs = probs * (before < self.top_p)  # the smallest set with mass >= top_p (the best always)
+        cdf = probs.cumsum(dim=-1)
+        target = self.uniforms[:, step : step + 1] * cdf[:, -1:]
+        pos = torch.searchsorted(cdf, target, right=True)
+        # u * total can round up to the total: then the last token with any mass
+        pos = torch.minimum(pos, (probs > 0).sum(dim=-1, keepdim=True) - 1)
+        out = torch.full_like(scores, float("-inf"))
+        return out.scatter_(-1, token_of.gather(-1, pos), 0.0)
 
 
 def _find_checkpoint(path: Path) -> tuple[Path | None, Path | None]:
@@ -96,7 +149,7 @@ class HFAgent:
                 from transformers import AutoModelForCausalLM, AutoTokenizer
 
                 self.tokenizer = AutoTokenizer.from_pretrained(model_dir)
-                self.model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+                self.model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=getattr(torch, self.settings.dtype))
         except (OSError, ValueError) as exc:
             raise AgentSpecError(f"hf checkpoint {self.path}: cannot load ({exc})") from exc
         device = self.settings.device
@@ -119,8 +172,15 @@ class HFAgent:
         self._max_positions = getattr(self.model.config, "max_position_embeddings", None) or getattr(
             self.model.config, "n_positions", None
         )
-        # generate() draws from torch's global generator: one call at a time keeps seeds exact.
+        top_k = getattr(self.model.generation_config, "top_k", None)
+        self._top_k = _GENERATE_DEFAULT_TOP_K if top_k is None else top_k
+        # one generate call at a time (the server may call from several threads)
         self._lock = threading.Lock()
+
+    @property
+    def batch_size(self) -> int:
+        """Replies per generate call: the sampler hands ``respond_batch`` at least this many."""
+        return self.settings.batch_size
 
     def prompt(self, history: History) -> str:
         turns = list(history)[-self.settings.max_history_turns :] if self.settings.max_history_turns else []
@@ -131,32 +191,92 @@ class HFAgent:
             messages.insert(0, {"role": "system", "content": self.settings.system_prompt or ""})
         return self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
 
+    def _prompt_ids(self, history: History) -> list[int]:
+        """The prompt's token ids, cut on the left to leave room for the reply in the window."""
+        ids = self.tokenizer(self.prompt(history), add_special_tokens=False)["input_ids"]
+        if self._max_positions and len(ids) + self.settings.max_new_tokens > self._max_positions:
+            ids = ids[-max(1, self._max_positions - self.settings.max_new_tokens) :]
+        return list(ids)
+
     def respond(self, history: History, n: int = 1, seed: int | None = None) -> list[str]:
+        return self.respond_batch([history], n, [seed])[0]
+
+    def respond_batch(self, histories: Sequence[History], n: int | Sequence[int] = 1,
+                      seeds: Sequence[int | None] | None = None) -> list[list[str]]:
+        """``respond(histories[i], n[i], seeds[i])`` for every i, in ``generate`` calls of at most
+        ``batch_size`` replies (left-padded prompts, the shortest together). Reply ``r`` of history
+        ``i`` is drawn with a generator of its own, seeded from ``(seeds[i], r)`` (``row_seed``):
+        its tokens depend on that seed and the history only, not on the batch it was drawn in."""
+        import torch
+
+        ns = [n] * len(histories) if isinstance(n, int) else list(n)
+        seeds = [None] * len(histories) if seeds is None else list(seeds)
+        if not len(ns) == len(seeds) == len(histories):
+            raise ValueError(f"respond_batch: {len(histories)} histories, {len(ns)} n, {len(seeds)} seeds")
+        if any(k < 1 for k in ns):
+            raise ValueError(f"respond_batch: n must be at least 1, got {ns}")
+        prompts = [self._prompt_ids(h) for h in histories]
+        out: list[list[str | None]] = [[None] * k for k in ns]
+        with self._lock, torch.inference_mode():
+            if self.settings.do_sample:
+                # seed None: a fresh seed from torch's global generator (torch.manual_seed still replays it)
+                seeds = [int(torch.randint(0, 2**31 - 1, ()).item()) if s is None else s for s in seeds]
+                rows = [(i, r) for i, k in enumerate(ns) for r in range(k)]
+                rows.sort(key=lambda ir: len(prompts[ir[0]]))  # stable: equal lengths keep their order
+                for start in range(0, len(rows), self.settings.batch_size):
+                    part = rows[start : start + self.settings.batch_size]
+                    texts = self._sample([prompts[i] for i, _ in part], [row_seed(seeds[i], r) for i, r in part])
+                    for (i, r), text in zip(part, texts):
+                        out[i][r] = text
+            else:
+                # beam search (n beams for n replies), as before: one batch per n, as wide as batch_size allows
+                by_n: dict[int, list[int]] = {}
+                for i, k in enumerate(ns):
+                    by_n.setdefault(k, []).append(i)
+                for k, idx in by_n.items():
+                    idx.sort(key=lambda i: len(prompts[i]))
+                    per = max(1, self.settings.batch_size // k)
+                    for start in range(0, len(idx), per):
+                        part = idx[start : start + per]
+                        texts = self._generate([prompts[i] for i in part], num_beams=k, num_return_sequences=k)
+                        for j, i in enumerate(part):
+                            out[i] = texts[j * k : (j + 1) * k]
+        return out  # type: ignore[return-value]
+
+    def _sample(self, prompts: list[list[int]], seeds: list[int]) -> list[str]:
         import torch
 
         s = self.settings
-        enc = self.tokenizer(self.prompt(history), return_tensors="pt", add_special_tokens=False)
-        ids, mask = enc["input_ids"], enc["attention_mask"]
-        if self._max_positions and ids.shape[1] + s.max_new_tokens > self._max_positions:
-            keep = max(1, self._max_positions - s.max_new_tokens)
-            ids, mask = ids[:, -keep:], mask[:, -keep:]
-        gen: dict[str, Any] = {"max_new_tokens": s.max_new_tokens, "num_return_sequences": n, "pad_token_id": self._pad}
-        if s.do_sample:
-            gen.update(do_sample=True, temperature=s.temperature, top_p=s.top_p)
-        else:
-            gen.update(do_sample=False, num_beams=max(1, n))
-        with self._lock, torch.inference_mode():
-            if seed is not None:
-                torch.manual_seed(seed)
-            out = self.model.generate(input_ids=ids.to(self.device), attention_mask=mask.to(self.device), **gen)
-        new = out[:, ids.shape[1] :]
+        uniforms = torch.stack([torch.rand(s.max_new_tokens, dtype=torch.float64,
+                                           generator=torch.Generator().manual_seed(seed)) for seed in seeds])
+        width = max(len(p) for p in prompts)
+        draw = _RowDraws(uniforms.to(self.device), width, s.temperature, self._top_k, s.top_p)
+        # greedy over the one token each row drew: generate's own sampling (one global generator
+        # for the whole batch) is not used
+        return self._generate(prompts, logits_processor=[draw])
+
+    def _generate(self, prompts: list[list[int]], **kw: Any) -> list[str]:
+        import torch
+
+        width = max(len(p) for p in prompts)
+        ids = torch.full((len(prompts), width), self._pad, dtype=torch.long)
+        mask = torch.zeros((len(prompts), width), dtype=torch.long)
+        for j, p in enumerate(prompts):  # left padding: every prompt ends where the reply starts
+            ids[j, width - len(p) :] = torch.tensor(p, dtype=torch.long)
+            mask[j, width - len(p) :] = 1
+        gen = self.model.generate(input_ids=ids.to(self.device), attention_mask=mask.to(self.device),
+                                  max_new_tokens=self.settings.max_new_tokens, pad_token_id=self._pad,
+                                  do_sample=False, **kw)
+        new = gen[:, width:]
         return [t.strip() for t in self.tokenizer.batch_decode(new, skip_special_tokens=True)]
 
     def fingerprint_parts(self) -> dict[str, Any]:
         return {
             "checkpoint": self.source_files,
             # the device is left out: draws on another device are equally valid samples of the agent
-            "settings": self.settings.model_dump(exclude={"convert_cache_dir", "device"}),
+            # nor the batch size: a reply's draws do not depend on its batch
+            "settings": self.settings.model_dump(exclude={"convert_cache_dir", "device", "batch_size"}),
+            "draws": DRAWS,
         }
 
     def __repr__(self) -> str:

@@ -295,12 +295,15 @@ def _run_sampling(store: ExperienceStore, agent_spec: str, agent: Any, *, n_samp
     pending = [c for c in calls if not all(done(key_of(st), i) for st in receivers(c) for i in range(n_samples))]
     stats.n_cached = len(calls) - len(pending)
 
+    def want(call: _Call) -> int:
+        return n_samples * len(receivers(call))
+
     def request(call: _Call) -> tuple[str, tuple, dict]:
         """The agent method, arguments and keywords of ``call``."""
-        st, want = call.state, n_samples * len(receivers(call))
+        st = call.state
         if mode == "keyed":
-            return "respond_at", (st.dialog_id, st.turn_index, list(st.history)), {"n": want, "seed": call.seed}
-        return ("respond_with_sources" if sourced else "respond"), (list(st.history),), {"n": want, "seed": call.seed}
+            return "respond_at", (st.dialog_id, st.turn_index, list(st.history)), {"n": want(call), "seed": call.seed}
+        return ("respond_with_sources" if sourced else "respond"), (list(st.history),), {"n": want(call), "seed": call.seed}
 
     def asked(call: _Call) -> Callable[[], Any]:
         """``call`` made in this process, when its rows are made."""
@@ -309,8 +312,21 @@ def _run_sampling(store: ExperienceStore, agent_spec: str, agent: Any, *, n_samp
 
     def ask(call: _Call, answer: Callable[[], Any]) -> list[dict]:
         """The rows of ``call`` from ``answer()``: what the agent returned, or raised."""
+        sources: list = []
+        try:
+            replies = answer()
+            if sourced and mode != "keyed":
+                pairs = replies
+                replies, sources = [reply for reply, _ in pairs], [source for _, source in pairs]
+        except AgentProcessLost:  # its process died or hangs: no later call can be answered
+            raise
+        except Exception as exc:  # recorded for this call's rows; the run goes on
+            return rows_of(call, None, exc)
+        return rows_of(call, replies, None, sources)
+
+    def rows_of(call: _Call, replies: Any, exc: BaseException | None, sources: list | None = None) -> list[dict]:
+        """The cache rows of ``call``'s missing samples, from its replies or its failure."""
         to = receivers(call)
-        want = n_samples * len(to)
         missing = [(j, occ, i) for j, occ in enumerate(to) for i in range(n_samples) if not done(key_of(occ), i)]
 
         def row(occ: _State, i: int, text: str | None, error: str | None, source: str | None = None) -> dict:
@@ -318,24 +334,16 @@ def _run_sampling(store: ExperienceStore, agent_spec: str, agent: Any, *, n_samp
                     "agent_fingerprint": fp, "draw": row_draw, "group": call.group, "sample_index": i, "text": text,
                     "error": error, "source_context": source}
 
-        sources: list = []
-        try:
-            replies = answer()
-            if sourced and mode != "keyed":
-                pairs = replies
-                replies, sources = [reply for reply, _ in pairs], [source for _, source in pairs]
-            if not isinstance(replies, (list, tuple)):
-                raise AgentCallError(f"agent returned {type(replies).__name__}, expected a list of strings")
-        except AgentProcessLost:  # its process died or hangs: no later call can be answered
-            raise
-        except Exception as exc:  # recorded for this call's rows; the run goes on
+        if exc is None and not isinstance(replies, (list, tuple)):
+            exc = AgentCallError(f"agent returned {type(replies).__name__}, expected a list of strings")
+        if exc is not None:
             err = _clean_error(exc)
             return [row(occ, i, None, err) for _, occ, i in missing]
         out = []
         for j, occ, i in missing:
             r = i * len(to) + j
             if r >= len(replies):
-                out.append(row(occ, i, None, f"agent returned {len(replies)} replies, {want} requested"))
+                out.append(row(occ, i, None, f"agent returned {len(replies)} replies, {want(call)} requested"))
             elif not isinstance(replies[r], str):
                 out.append(row(occ, i, None, f"reply is {type(replies[r]).__name__}, not a string"))
             elif not replies[r].strip():
@@ -345,6 +353,43 @@ def _run_sampling(store: ExperienceStore, agent_spec: str, agent: Any, *, n_samp
             else:
                 out.append(row(occ, i, replies[r], None, sources[r] if sources else None))
         return out
+
+    # An agent with respond_batch (hf:) is handed a chunk's calls at once; each call keeps its
+    # seed, and the agent draws every reply from that seed alone, so the batch changes no draw.
+    batched = mode != "keyed" and not sourced and callable(getattr(agent, "respond_batch", None))
+
+    def ask_chunk(chunk: list[_Call]) -> Iterable[list[dict]]:
+        if isinstance(agent, IsolatedPythonAgent):  # the chunk's calls sent at once, answered one by one
+            return map(ask, chunk, agent.answers([request(c) for c in chunk]))
+        if not batched:
+            return pool.map(lambda c: ask(c, asked(c)), chunk) if pool else (ask(c, asked(c)) for c in chunk)
+        try:
+            answers = agent.respond_batch([list(c.state.history) for c in chunk], [want(c) for c in chunk],
+                                          [c.seed for c in chunk])
+            if not isinstance(answers, (list, tuple)) or len(answers) != len(chunk):
+                raise AgentCallError(f"respond_batch returned {type(answers).__name__} "
+                                     f"of {len(answers) if isinstance(answers, (list, tuple)) else '?'} answers, "
+                                     f"{len(chunk)} calls asked")
+        except Exception as exc:  # the calls one by one, so that each records its own error
+            log.warning("sampling %s: respond_batch failed, asking its %d calls one by one (%s)", shown,
+                        len(chunk), _clean_error(exc))
+            return (ask(c, asked(c)) for c in chunk)
+        return [rows_of(c, a, None) for c, a in zip(chunk, answers)]
+
+    def chunks() -> Iterable[list[_Call]]:
+        """``chunk_states`` calls per cache part; for a batching agent, also enough calls to
+        fill one of its batches (``batch_size`` replies), so that no generate call runs short."""
+        fill = max(1, int(getattr(agent, "batch_size", 1) or 1)) if batched else 1
+        chunk: list[_Call] = []
+        replies = 0
+        for c in pending:
+            chunk.append(c)
+            replies += want(c)
+            if len(chunk) >= chunk_states and replies >= fill:
+                yield chunk
+                chunk, replies = [], 0
+        if chunk:
+            yield chunk
 
     prepare = getattr(agent, "prepare", None)
     if pending and callable(prepare):
@@ -380,15 +425,8 @@ def _run_sampling(store: ExperienceStore, agent_spec: str, agent: Any, *, n_samp
 
     pool = ThreadPoolExecutor(max_workers=concurrency) if concurrency > 1 else None
     try:
-        for start in range(0, len(pending), chunk_states):
-            chunk = pending[start : start + chunk_states]
-            if isinstance(agent, IsolatedPythonAgent):  # the chunk's calls sent at once, answered one by one
-                results = map(ask, chunk, agent.answers([request(c) for c in chunk]))
-            elif pool:
-                results = pool.map(lambda c: ask(c, asked(c)), chunk)
-            else:
-                results = (ask(c, asked(c)) for c in chunk)
-            for rows in results:
+        for chunk in chunks():
+            for rows in ask_chunk(chunk):
                 stats.n_called += 1
                 failed = any(r["error"] is not None for r in rows)
                 stats.n_failed += failed
