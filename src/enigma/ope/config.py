@@ -66,7 +66,6 @@ class FqeConfig(BaseModel):
     lstd_residual: bool = Field(False, description="add to the fitted Q a linear Q on nu's basis fitted by LSTD to the fitted Q's own temporal-difference errors (q_ridge): what the network left of a linear signal; refitted on every bootstrap resample, as the LSTD Q is")
     history: bool = Field(False, description="the Q also reads the mean of the logged pairs' features at the dialogue's earlier agent turns (part of the state): what was done before the turn, which the last exchange and the frozen encoder's history summary dilute in a long dialogue")
     project_dim: int | None = Field(None, ge=1, description="frozen encoders: the Q reads its own whitened PCA of the pair's text vectors to this many dims (at or above their width: the vectors themselves); null: the heads' text columns")
-    sweep: Literal["shuffled", "backward"] = Field("shuffled", description="how an epoch visits the logged turns: shuffled, the Bellman targets from the slow copy at the epoch's start (a rating travels about one turn back per epoch); backward, level by level from each dialogue's last turn back, each level's targets from the network just trained on the level after it (a rating travels the whole dialogue back in one epoch)")
 
     @model_validator(mode="after")
     def _members(self) -> "FqeConfig":
@@ -266,7 +265,7 @@ class ValueConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    kind: Literal["weighted", "q", "dr", "advantage"] = "weighted"  # the flat section's ``value``
+    kind: Literal["weighted", "q", "dr"] = "weighted"  # the flat section's ``value``
     q_ridge: float = Field(1e-6, ge=0, description="Tikhonov weight on the Q fit's coefficients, relative to E[psi^2]")
     # the Q of the q and dr values: lstd (linear, nu's basis, q_ridge) or fqe (an MLP fitted by
     # fitted Q evaluation on the same features, enigma/ope/fqe.py; kept fixed across bootstrap resamples)

@@ -155,44 +155,20 @@ def _fit_one(turns: TurnFeatures, rewards: np.ndarray, cfg: FqeConfig, seed: int
     opt = torch.optim.Adam(q.parameters(), lr=cfg.lr)
     slow_params, q_params = list(slow.parameters()), list(q.parameters())
 
-    def target_mean(net: torch.nn.Module, passes: int = 0, rows: torch.Tensor | None = None) -> torch.Tensor:
-        """[T, K] the mean of Q over the target's samples at every state (``rows``: at those states
-        only, [len(rows), K]; ``passes`` > 0: each sample's Q the minimum over that many dropout passes)."""
-        xs = x_target if rows is None else x_target[rows]
-        flat = xs.reshape(-1, xs.shape[-1])
+    def target_mean(net: torch.nn.Module, passes: int = 0) -> torch.Tensor:
+        """[T, K] the mean of Q over the target's samples at every state (``passes`` > 0: each
+        sample's Q the minimum over that many dropout passes)."""
+        flat = x_target.reshape(-1, x_target.shape[-1])
         if passes:
             per = pessimistic_value(net, flat, passes)
         else:
             net.eval()
             with torch.no_grad():
                 per = net(flat)
-        per = per.reshape(len(xs), -1, k).clamp(low, high)
-        m = mask if rows is None else mask[rows]
-        return (per * m.unsqueeze(-1)).sum(1) / counts[rows if rows is not None else slice(None)].unsqueeze(-1)
+        per = per.reshape(t_all, -1, k).clamp(low, high)
+        return (per * mask.unsqueeze(-1)).sum(1) / counts.unsqueeze(-1)
 
-    def train_on(rows: torch.Tensor, y: torch.Tensor) -> None:
-        """Minibatch steps on ``rows`` (shuffled) against their targets ``y`` [len(rows), K] (NaN: unrated)."""
-        seen = ~torch.isnan(y)
-        y = torch.nan_to_num(y)
-        q.train()
-        order = torch.randperm(len(rows), generator=gen)
-        for s in range(0, len(rows), cfg.batch_size):
-            b = order[s : s + cfg.batch_size]
-            loss = (((q(x_logged[rows[b]]) - y[b]) ** 2) * seen[b]).sum() / seen[b].sum().clamp(min=1)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            _polyak_all(slow_params, q_params, cfg.tau)
-
-    if cfg.sweep == "backward":
-        # turns still to go after each row; level g's successors are level g - 1
-        to_go = n_turns[dialogue] - 1 - turn
-        levels = [torch.nonzero(to_go == g).flatten() for g in range(int(to_go.max()) + 1)] if t_all else []
-        for _ in range(cfg.epochs):
-            for g, rows in enumerate(levels):
-                y = r[rows] if g == 0 else target_mean(q, cfg.pessimism_passes, nxt[rows])
-                train_on(rows, y)
-    for _ in range(cfg.epochs if cfg.sweep == "shuffled" else 0):
+    for _ in range(cfg.epochs):
         y = torch.where(terminal.unsqueeze(1), r, target_mean(slow, cfg.pessimism_passes)[nxt])
         seen = ~torch.isnan(y)
         y = torch.nan_to_num(y)

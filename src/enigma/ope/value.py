@@ -46,7 +46,7 @@ from enigma.ope.fqe import TurnQ
 from enigma.ope.heads import DiceHeads, zeta_activation
 from enigma.ope.turns import TurnFeatures
 
-VALUES = ("weighted", "q", "dr", "advantage")
+VALUES = ("weighted", "q", "dr")
 
 
 def zeta_rows(heads: DiceHeads, rows: FlowRows, turns: TurnFeatures | None = None, slot_normalise: bool = False) -> torch.Tensor:
@@ -179,8 +179,7 @@ def value_estimates(heads: DiceHeads, turns: TurnFeatures, data: Any, tmax: int,
                 correction = correction + extra
                 q = ratio_values(rows, ones, b, correction)
         zeta_dr = zeta if zeta_cap is None else zeta.clamp(max=zeta_cap)
-        values = {"weighted": ratio_values(rows, zeta, b, None), "q": q, "dr": ratio_values(rows, zeta_dr, b, correction),
-                  "advantage": ratio_values(rows, ones, b, correction)}
+        values = {"weighted": ratio_values(rows, zeta, b, None), "q": q, "dr": ratio_values(rows, zeta_dr, b, correction)}
     return {name: {v: float(values[v][j]) for v in VALUES} for j, name in enumerate(data.rating_names)}
 
 
