@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 import torch
 
-from enigma.encoders.text_cache import EmbeddingCache
+from enigma.encoders.text_cache import VECTORS, EmbeddingCache
 
 TEXTS = ["hello how can i help you today", "book a flight", "sorry no cheaper flight", "", "ok book it thanks bye"]
 
@@ -90,6 +92,8 @@ def test_concurrent_instances_see_each_others_shards_and_compact(tiny_model_dir,
 def test_namespace_depends_on_model_and_settings(tiny_model_dir, tmp_path):
     assert _cache(tiny_model_dir, tmp_path).dir != _cache(tiny_model_dir, tmp_path, max_length=16).dir
     assert _cache(tiny_model_dir, tmp_path).dir != EmbeddingCache("minilm", tmp_path, progress=False).dir
+    # the recipe is in it: vectors of the old recipe (padded to the batch) are never mixed in
+    assert json.loads((_cache(tiny_model_dir, tmp_path).dir / "settings.json").read_text())["vectors"] == VECTORS
 
 
 def test_bad_input_is_named(tiny_model_dir, tmp_path):
@@ -110,6 +114,32 @@ def test_real_minilm_similarity(tmp_path):
     v = cache.embed(["I want to book a flight to Boston.", "Please book me a plane ticket to Boston.", "The cat sat on the mat."])
     assert v.shape == (3, 384)
     assert v[0] @ v[1] > 0.6 > v[0] @ v[2]
+
+
+def _varied_texts(n: int = 48) -> list[str]:
+    words = "i would like to book a cheap flight from boston to denver on the third of may please".split()
+    return [" ".join(words[(3 * i) % len(words):][: 1 + (7 * i) % 15]) + f" {i}" for i in range(n)]
+
+
+def test_a_texts_vector_does_not_depend_on_its_batch_or_threads(tmp_path):
+    """Issue 73: vectors padded to the batch's longest text changed in their last bits with the
+    batch, so a cache filled in another order (a fresh clone) made other estimates. Real MiniLM,
+    texts of many lengths: alone on one thread, and in mixed batches (embed's and arbitrary ones)
+    on two threads, every vector is the same to the bit."""
+    texts = _varied_texts()
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        alone = EmbeddingCache("minilm", tmp_path / "a", progress=False)
+        one_by_one = np.stack([alone.embed([t])[0] for t in texts])
+        torch.set_num_threads(2)
+        batched = EmbeddingCache("minilm", tmp_path / "b", progress=False, batch_size=16).embed(texts[::-1])[::-1]
+        mixed = EmbeddingCache("minilm", tmp_path / "c", progress=False)
+        mixed._load_model()
+        arbitrary = np.concatenate([mixed._encode_batch(texts[i:i + 5]) for i in range(0, len(texts), 5)])
+    finally:
+        torch.set_num_threads(before)
+    assert one_by_one.tobytes() == batched.tobytes() == arbitrary.tobytes()
 
 
 def test_a_deep_copy_shares_the_cache(tiny_model_dir, tmp_path):

@@ -13,6 +13,15 @@ keeps every shard it completed), and rerunning resumes where it stopped. Nothing
 Embeddings are the attention-masked mean of the last hidden layer, L2-normalised (the
 sentence-transformers recipe of all-MiniLM-L6-v2 and all-mpnet-base-v2). Texts longer than
 ``max_length`` tokens are truncated to their first ``max_length`` tokens.
+
+A text's vector is a function of the text alone, to the bit. Padded to the longest text of its
+batch, a text's vector changed in its last bits with the batch it happened to share, so a cache
+filled in another order (a fresh clone, another benchmark first) gave other estimates in their
+last bits, and ``dvc repro`` changed outputs that should not change. Each text is now padded to
+its own length rounded up to ``PAD_MULTIPLE`` tokens, and a model call only ever holds texts of
+one padded length (``studies/results/encode_canonical.md``: 0 of the texts differ in any bit
+whatever batch or thread count encoded them). ``VECTORS`` names this recipe in the namespace, so
+the vectors of the old one are never mixed in.
 """
 
 from __future__ import annotations
@@ -31,6 +40,8 @@ from enigma.model_loading import MODEL_LOAD_LOCK
 from enigma.writes import naming, write_atomic, write_text
 
 KEY_BYTES = 16
+PAD_MULTIPLE = 8
+VECTORS = 2  # 2: padded per text to a multiple of PAD_MULTIPLE tokens (1: to the batch's longest text)
 
 
 def text_key(text: str) -> bytes:
@@ -71,7 +82,8 @@ class EmbeddingCache:
         self.shard_size = shard_size
         self.progress = progress
         self._device = device
-        settings = {"model": model_fingerprint(self.model_dir), "pooling": "mean", "normalise": True, "max_length": max_length}
+        settings = {"model": model_fingerprint(self.model_dir), "pooling": "mean", "normalise": True, "max_length": max_length,
+                    "vectors": VECTORS}
         self.namespace = hashlib.blake2b(json.dumps(settings, sort_keys=True).encode(), digest_size=10).hexdigest()
         root = Path(cache_dir) if cache_dir is not None else default_cache_dir() / "embeddings"
         self.dir = root / self.namespace
@@ -154,27 +166,53 @@ class EmbeddingCache:
             out[i] = self._blocks[block][row]
         return out
 
+    def _load_tokenizer(self) -> Any:
+        with MODEL_LOAD_LOCK:  # transformers' lazy import is not thread-safe (enigma.model_loading)
+            if self._tokenizer is None:
+                from transformers import AutoTokenizer
+
+                self._tokenizer = AutoTokenizer.from_pretrained(self.model_dir)
+        return self._tokenizer
+
     def _load_model(self) -> None:
         # Under the lock: threads of one process (Prefect's task runner) may load encoders at once,
         # and transformers' lazy import is not thread-safe (enigma.model_loading). Checked again
         # inside it, so threads sharing this cache load its model once.
+        self._load_tokenizer()
         with MODEL_LOAD_LOCK:
             if self._model is not None:
                 return
-            from transformers import AutoModel, AutoTokenizer
+            from transformers import AutoModel
 
-            tokenizer = AutoTokenizer.from_pretrained(self.model_dir)
             model = AutoModel.from_pretrained(self.model_dir).eval().to(pick_device(self._device))
             for param in model.parameters():
                 param.requires_grad_(False)
-            self._tokenizer = tokenizer
             self._model = model  # last: a model that is set is ready to run
 
+    def _token_ids(self, texts: Sequence[str]) -> list[list[int]]:
+        return self._load_tokenizer()(list(texts), truncation=True, max_length=self.max_length)["input_ids"]
+
+    @staticmethod
+    def _padded(n_tokens: int) -> int:
+        return -(-n_tokens // PAD_MULTIPLE) * PAD_MULTIPLE
+
     def _encode_batch(self, texts: list[str]) -> np.ndarray:
+        """One model call per padded length among ``texts`` (one, for the batches ``plan`` makes)."""
+        ids = self._token_ids(texts)
+        groups: dict[int, list[int]] = {}
+        for i, row in enumerate(ids):
+            groups.setdefault(self._padded(len(row)), []).append(i)
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        for length, rows in groups.items():
+            out[rows] = self._encode_padded([{"input_ids": ids[i]} for i in rows], length)
+        return out
+
+    def _encode_padded(self, features: list[dict[str, list[int]]], length: int) -> np.ndarray:
         import torch
 
         device = next(self._model.parameters()).device
-        enc = self._tokenizer(texts, padding=True, truncation=True, max_length=self.max_length, return_tensors="pt")
+        enc = self._tokenizer.pad(features, padding="max_length", max_length=length, return_attention_mask=True,
+                                  return_tensors="pt")
         enc = {k: v.to(device) for k, v in enc.items()}
         with torch.inference_mode(), torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda"):
             hidden = self._model(**enc).last_hidden_state.float()
@@ -192,16 +230,19 @@ class EmbeddingCache:
         return list(missing.values())
 
     def _batches(self, texts: Sequence[str]) -> list[list[str]]:
-        # Sorting by length keeps padding (wasted compute) small within each batch.
-        ordered = sorted(texts, key=len)
-        return [ordered[i : i + self.batch_size] for i in range(0, len(ordered), self.batch_size)]
+        # One padded length to a batch: each text's padding is its own (the module's docstring).
+        by_length: dict[int, list[str]] = {}
+        for text, row in zip(texts, self._token_ids(texts)):
+            by_length.setdefault(self._padded(len(row)), []).append(text)
+        return [group[i : i + self.batch_size] for length in sorted(by_length)
+                for group in (by_length[length],) for i in range(0, len(group), self.batch_size)]
 
     def plan(self, texts: Sequence[str]) -> list[list[str]]:
         """The model batches that ``embed(texts)`` would run: the texts not cached yet, once each,
-        sorted by length, ``batch_size`` to a batch. A batch's vectors do not depend on the process
-        that runs it or on its torch thread count (``studies/results/encode_processes.md``), so the
-        batches may be shared out among processes (``encode_batches``) with the same vectors as
-        one process running them all."""
+        grouped by padded length, ``batch_size`` to a batch. A text's vector is a function of the
+        text alone (not of its batch, process or torch thread count), so the batches may be shared
+        out among processes (``encode_batches``) with the same vectors as one process running them
+        all, or as any other order of filling the cache."""
         self.refresh()
         return self._batches(self._missing([text_key(t) for t in texts], texts))
 

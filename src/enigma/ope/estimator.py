@@ -280,6 +280,12 @@ class EnigmaEstimator:
         if target.target_actions is None:
             raise TargetActionsError(f"agent {target.agent_id}: ENIGMA needs its replies at the logged states (target_actions)")
         cfg = self.config
+        if cfg.torch_threads:
+            import torch
+
+            # for the process, not restored after: torch's parallel reductions split work by thread
+            # count, so the fitted heads (and an estimate's last bits) changed with it
+            torch.set_num_threads(cfg.torch_threads)
         paired = pair_dialogues(experience, target.target_actions, cfg.missing_targets, source=f"target actions of {target.agent_id}")
         n_turns = [d.n_agent_turns for d in paired.dialogues]
         if cfg.tmax is None:

@@ -167,6 +167,11 @@ def train(b: Benchmark, params: Params, full: bool = False, progress: bool = Fal
     workers = params.pipeline.max_workers
     t0 = time.perf_counter()
     if workers <= 1:
+        # as in a pool's worker (init_worker): with the cores' count of threads, torch's parallel
+        # reductions made the fitted models' last bits depend on the machine
+        import torch
+
+        torch.set_num_threads(1)
         failures = sum(train_estimator(b, params, n, full, progress) for n in names)
     else:
         # spawn: a forked child would inherit torch's thread pool state from the parent
