@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from enigma.encoders.text_cache import VECTORS, EmbeddingCache
+from tests.conftest import REPO_ROOT
 
 TEXTS = ["hello how can i help you today", "book a flight", "sorry no cheaper flight", "", "ok book it thanks bye"]
 
@@ -204,3 +205,20 @@ def test_separate_processes_writing_one_cache_at_once_lose_and_damage_nothing(ti
     assert reader.encoded_count == 0
     vectors = {t: v for i, part in enumerate(parts) for t, v in zip(part, got[i])}
     np.testing.assert_allclose(np.array([vectors[t] for t in texts]), alone, atol=1e-6)
+
+
+def test_results_made_from_another_recipes_vectors_are_not_reused(monkeypatch):
+    """A result's fingerprint names the vectors' recipe for every estimator that reads the cache
+    (ENIGMA on the frozen encoder, a comparator with an embedder), and for no other."""
+    from enigma.encoders import text_cache
+    from enigma.estimators import build_estimator
+    from enigma.evaluation.fingerprints import estimator_fingerprint
+    from enigma.params import Params
+
+    params = Params.load(REPO_ROOT / "params.yaml")
+    names = ["enigma", "adem", "experience-mean"]
+    before = {n: estimator_fingerprint(build_estimator(n, params)) for n in names}
+    monkeypatch.setattr(text_cache, "VECTORS", text_cache.VECTORS + 1)
+    after = {n: estimator_fingerprint(build_estimator(n, params)) for n in names}
+    assert before["enigma"] != after["enigma"] and before["adem"] != after["adem"]
+    assert before["experience-mean"] == after["experience-mean"]

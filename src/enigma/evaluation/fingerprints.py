@@ -56,9 +56,14 @@ def target_fingerprint(target: HeldOutAgent) -> str:
 def estimator_fingerprint(estimator: Estimator) -> str:
     """The estimator's name, regimes, ``fingerprint()`` (all its settings) and the version of its
     numbers (``numerics``, bumped by a code change that moves them; 1 for an estimator that names
-    none), digested."""
+    none), and for one that reads the embedding cache the version of its vectors, digested."""
     numerics = getattr(estimator, "numerics", 1)
-    return hashlib.sha256(f"{estimator.name}|{regime_names(estimator)}|{estimator.fingerprint()}|numerics={numerics}".encode()).hexdigest()[:16]
+    text = f"{estimator.name}|{regime_names(estimator)}|{estimator.fingerprint()}|numerics={numerics}"
+    if getattr(estimator, "embedder", None) is not None:
+        from enigma.encoders.text_cache import VECTORS
+
+        text += f"|vectors={VECTORS}"  # a comparator reading the embedding cache: its recipe moves the numbers
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def result_fingerprint(experience: ExperienceStore, estimator: Estimator, target: HeldOutAgent) -> str:

@@ -167,7 +167,10 @@ def build_encoder(features: FeaturesConfig, cache_dir: str | Path | None = None,
 def encoder_settings(features: FeaturesConfig, encode: EncodeConfig) -> dict[str, Any]:
     """The part of the ``encode`` section that changes what ``features.encoder`` computes."""
     if features.encoder == "frozen":
-        return {"frozen": encode.frozen.model_dump(mode="json"), "max_length": encode.cache.max_length}
+        from enigma.encoders.text_cache import VECTORS
+
+        # vectors: the cache's recipe (a result from vectors of another recipe is not reused)
+        return {"frozen": encode.frozen.model_dump(mode="json"), "max_length": encode.cache.max_length, "vectors": VECTORS}
     if features.encoder == "finetune":
         return {"finetune": encode.finetune.model_dump(mode="json", exclude={"autocast"})}
     return {}
