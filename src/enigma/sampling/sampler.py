@@ -13,7 +13,9 @@ agent), sample index and seed, so a rerun asks the agent nothing, an interrupted
 where it stopped with the draws it would have made, and a changed agent (new fingerprint) is
 sampled afresh. A failed call is recorded in the ``error`` column of its rows and the run goes
 on; a long run of failures stops it (the agent is down), and so does a run in which every call
-failed (too short for that run of failures).
+failed (too short for that run of failures). An empty reply is a reply, not a failure: it is what
+an early checkpoint of a model says, and the estimate scores it as said
+(``enigma.sampling.degenerate`` counts it and the estimate reports the share).
 """
 
 from __future__ import annotations
@@ -346,8 +348,6 @@ def _run_sampling(store: ExperienceStore, agent_spec: str, agent: Any, *, n_samp
                 out.append(row(occ, i, None, f"agent returned {len(replies)} replies, {want(call)} requested"))
             elif not isinstance(replies[r], str):
                 out.append(row(occ, i, None, f"reply is {type(replies[r]).__name__}, not a string"))
-            elif not replies[r].strip():
-                out.append(row(occ, i, None, "empty reply"))
             elif problem := unicode_problem(replies[r]):  # Parquet cannot hold it: the sample fails, not the run
                 out.append(row(occ, i, None, f"reply is {problem}"))
             else:
