@@ -199,6 +199,8 @@ def _write_report(cfg: NightlyConfig, stamp: str, new: list[RegisteredAgent], sc
                 "intervals": {s["estimator"]: s.get("intervals") for (n, _), s in scores.items() if n == a.name},
                 "comparison": {est: c for (n, est), c in comparisons.items() if n == a.name},
                 "errors": errors[a.name],
+                # of the replies the estimators read (the same table for each): empty or repeated ones
+                "degenerate": next((s.get("degenerate") for (n, _), s in scores.items() if n == a.name), None),
             }
             for a in new
         },

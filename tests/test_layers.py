@@ -26,6 +26,7 @@ CONFIG_MODULES = {
     "enigma.encoders.config",
     "enigma.evaluation.config",
     "enigma.ope.config",
+    "enigma.ope.presets",  # not a section: the named DICE presets a section picks; imports nothing
     "enigma.pipeline.config",
     "enigma.redaction",  # not a section: hides credentials in its error messages; imports nothing
     "enigma.rollouts.config",

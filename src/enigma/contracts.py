@@ -10,8 +10,7 @@ import enum
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping, Protocol, runtime_checkable
 
-# Turn: enigma.sampling.sampler still imports it from here (the rest import it from enigma.dialogue)
-from enigma.dialogue import History, Turn  # noqa: F401
+from enigma.dialogue import History
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd

@@ -21,7 +21,7 @@ from enigma.agents import load_agent
 from enigma.agents.config import AgentSettings, HFSettings
 from enigma.agents.hf import _RowDraws
 from enigma.cli import app
-from enigma.contracts import Turn
+from enigma.dialogue import Turn
 from enigma.sampling.sampler import run_sampling
 from tests.agents import toy_agents as T
 

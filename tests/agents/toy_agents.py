@@ -47,7 +47,7 @@ class CrashAfter(CountingAgent):
 
 
 class FaultyAgent(EchoAgent):
-    """Fails on states whose last text contains FAIL, answers empty on EMPTY, and gives one
+    """Fails on states whose last text contains FAIL, answers white space on EMPTY, and gives one
     reply too few on SHORT."""
 
     def respond(self, history, n=1, seed=None):

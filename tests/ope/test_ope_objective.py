@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from enigma.ope.config import PRESETS, DiceConfig
+from enigma.ope.config import DiceConfig
+from enigma.ope.presets import PRESETS
 from enigma.ope.estimates import effective_sample_size, rating_estimates
 from enigma.ope.heads import DiceHeads
 from enigma.ope.objective import SlotValues, grad_reverse, lagrangian, slot_values

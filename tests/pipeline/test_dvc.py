@@ -47,6 +47,12 @@ def test_every_benchmark_gets_every_stage_with_key_level_params_and_its_code(tmp
             assert s.cmd.startswith(f"enigma stage {args.split()[0]} {name}") and ("--full" in s.cmd) == kind.endswith("_full")
             deps = {d.def_path for d in s.deps if not hasattr(d, "params")}
             assert {f"src/enigma/pipeline/{module}.py", "src/enigma/pipeline/config.py", "src/enigma/params.py"} <= deps, s
+            # the modules all stage code stands on: a change there reruns the stage
+            assert {f"src/enigma/{m}.py" for m in ("contracts", "dialogue", "writes", "redaction")} <= deps, s
+            if module in ("rollouts", "sample", "train"):  # they load agents, models and python: specs
+                assert {"src/enigma/model_loading.py", "src/enigma/python_spec.py"} <= deps, s
+            if module == "train":  # ENIGMA's and the See comparators' reply measures
+                assert "src/enigma/reply_measures.py" in deps, s
             keys = [k for d in s.deps if hasattr(d, "params") for k in d.params]
             # key-level: a benchmark's stage reads its own entry's keys, never another benchmark's
             # and never the whole benchmarks section

@@ -50,6 +50,11 @@ def test_nightly_scores_only_new_agents(workspace):
     second = nightly(workspace["params"])
     assert second["evaluated"] == ["newcomer_long"]
     long_ = json.loads(Path(second["report"]).read_text())["agents"]["newcomer_long"]["estimates"]
+    # its replies ("<word> ok ok ok ok") repeat a word four times: the report says so, and scores them
+    bad = json.loads(Path(second["report"]).read_text())["agents"]["newcomer_long"]["degenerate"]
+    assert bad["repeated"] == bad["replies"] > 0 and bad["share"] == 1.0
+    assert report["agents"]["newcomer_short"]["degenerate"]["share"] == 0.0
+    assert f"100.0% of its {bad['replies']} sampled replies are degenerate" in Path(second["report"]).with_suffix(".md").read_text()
     # Longer replies earn higher ratings in the test store; the estimator must see that.
     assert long_["reply-length[replies-at-logged-states]"]["reward"] > short
 

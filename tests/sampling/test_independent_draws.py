@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from enigma.cli import app
 from enigma.ope.tabular import agent_text, reference_problem, steady
 from enigma.sampling.sampler import run_sampling, sample_targets
-from enigma.sampling.sampler import logged_agent_states, plan_calls
+from enigma.sampling.plan import logged_agent_states, plan_calls
 from enigma.store.experience import ExperienceStore
 from tests.agents import toy_agents as T
 

@@ -21,7 +21,7 @@ def test_seller_sampled_at_another_sellers_states(tmp_path):
     assert table.num_rows == 2 * n_agent_turns and stats.n_failed == 0
     # the same seller, asked directly as the sampler planned the call, gives the cached replies
     agent = load_agent(spec)
-    from enigma.sampling.sampler import logged_agent_states, plan_calls
+    from enigma.sampling.plan import logged_agent_states, plan_calls
 
     calls = plan_calls(logged_agent_states(store), 2, 0, "occurrence")
     for row in table.to_pylist()[:6]:

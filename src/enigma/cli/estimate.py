@@ -35,6 +35,7 @@ import typer
 
 from enigma.cli.errors import USER_ERRORS, agent_exits, user_errors
 from enigma.cli.options import PARAMS_HELP, check_out, load_params
+from enigma.sampling.degenerate import DegenerateReplies
 
 EXIT_NOT_CONVERGED = 3
 
@@ -190,6 +191,7 @@ def run_estimate(
                           for r in score["estimates"]},
             "converged": converged(score["diagnostics"], list(score["estimates"])),
             "diagnostics": dict(score["diagnostics"], excluded_agents=drop),
+            "degenerate": score["degenerate"],
         }
     for name, r in results.items():
         for rating, e in r["estimates"].items():
@@ -202,6 +204,7 @@ def run_estimate(
         "targets": {n: r["estimates"] for n, r in results.items()},
         "converged": {n: r["converged"] for n, r in results.items()},
         "diagnostics": {n: r["diagnostics"] for n, r in results.items()},
+        "degenerate": {n: r["degenerate"] for n, r in results.items()},
     }
     from enigma.writes import naming, write_text
 
@@ -343,6 +346,9 @@ def register(app: typer.Typer) -> None:
         for name, ests in summary["targets"].items():
             verdict = {False: "  NOT CONVERGED: " + _why_not(summary["diagnostics"][name]), None: ""}.get(summary["converged"][name], "")
             typer.echo(name + ": " + ", ".join(_shown(r, e) for r, e in ests.items()) + verdict)
+            bad = summary["degenerate"].get(name)
+            if bad and bad["share"] > 0:
+                typer.echo(f"note: {name}: " + DegenerateReplies(bad["replies"], bad["empty"], bad["repeated"]).sentence())
         typer.echo(f"wrote {out / 'estimates.json'}")
         stuck = [n for n, c in summary["converged"].items() if c is False]
         if stuck:

@@ -48,7 +48,8 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # for type checkers and editors: the names as if imported here
-    from enigma.ope.config import PRESETS, DiceConfig
+    from enigma.ope.config import DiceConfig
+    from enigma.ope.presets import PRESETS
     from enigma.ope.estimator import EnigmaEstimator, EnigmaResult, TargetActionsError, pair_dialogues
     from enigma.ope.guards import DiceDivergence
     from enigma.ope.padding import PaddingError

@@ -202,6 +202,10 @@ def markdown(report: dict[str, Any]) -> str:
         lines.append("")
         if info["errors"]:
             lines += [f"- failed at {step}: {why}" for step, why in info["errors"].items()] + [""]
+        bad = info.get("degenerate")
+        if bad and bad["share"] > 0:
+            lines += [f"- {100 * bad['share']:.1f}% of its {bad['replies']} sampled replies are degenerate (empty "
+                      f"{bad['empty']}, repeated {bad['repeated']}); the estimates score them as they are", ""]
         for est, c in sorted((info.get("comparison") or {}).items()):
             if c.get("error"):
                 lines += [f"- {est}: {c['error']}", ""]

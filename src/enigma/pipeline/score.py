@@ -27,8 +27,9 @@ def score_agent(
     exclude: Sequence[str] = (),
 ) -> dict[str, Any]:
     """One agent with one estimator, from its replies at the store's logged states. Returns
-    ``{"estimator", "estimates", "unnormalised", "ess", "intervals", "diagnostics", "errors", "resumed"}``
-    (per rating; a rating without an estimate is None, with the reason in ``errors``)."""
+    ``{"estimator", "estimates", "unnormalised", "ess", "intervals", "diagnostics", "errors", "resumed",
+    "degenerate"}`` (per rating; a rating without an estimate is None, with the reason in ``errors``;
+    ``degenerate``: how many of the sampled replies were empty or repeated, None without replies)."""
     from enigma.evaluation.errors import EvaluationError
     from enigma.evaluation.heldout import HeldOutSources
     from enigma.evaluation.loao import evaluate_one
@@ -58,7 +59,17 @@ def score_agent(
         "errors": {r["rating"]: r["error"] for r in records if r["error"]},
         "n_experience_dialogues": records[0]["n_experience_dialogues"] if records else None,
         "resumed": resumed,
+        "degenerate": degenerate(targets),
     }
+
+
+def degenerate(targets: pa.Table | None) -> dict[str, float | int] | None:
+    """The degenerate replies among an agent's sampled ones (``enigma.sampling.degenerate``)."""
+    from enigma.sampling.degenerate import count
+
+    if targets is None or "text" not in targets.column_names:
+        return None
+    return count(targets.column("text").to_pylist()).as_dict()
 
 
 def _interval(record: dict[str, Any]) -> list[float] | None:

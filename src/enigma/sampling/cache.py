@@ -32,7 +32,7 @@ CACHE_SCHEMA = pa.schema(
         # per distinct state, a deterministic agent); parts written before it have no such column
         pa.field("draw", pa.string()),
         # per-occurrence draws: the digest of every occurrence of the state in the store that
-        # drew the row (``sampler.plan_calls``); only that store's calls reuse it. Parts written
+        # drew the row (``enigma.sampling.plan.plan_calls``); only that store's calls reuse it. Parts written
         # before it have no such column
         pa.field("group", pa.string()),
         # the conversation a retrieved reply was said in, where the agent records it

@@ -13,27 +13,29 @@ agent), sample index and seed, so a rerun asks the agent nothing, an interrupted
 where it stopped with the draws it would have made, and a changed agent (new fingerprint) is
 sampled afresh. A failed call is recorded in the ``error`` column of its rows and the run goes
 on; a long run of failures stops it (the agent is down), and so does a run in which every call
-failed (too short for that run of failures).
+failed (too short for that run of failures). An empty reply is a reply, not a failure: it is what
+an early checkpoint of a model says, and the estimate scores it as said
+(``enigma.sampling.degenerate`` counts it and the estimate reports the share).
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Literal
+from typing import Any, Callable, Iterable
 
 import pyarrow as pa
 
-from enigma.agents import AgentSettings, approximation_label, fingerprint, load_agent, shown_spec, state_hash
+from enigma.agents import AgentSettings, approximation_label, fingerprint, load_agent, shown_spec
 from enigma.agents.errors import AgentCallError, AgentUnavailable
 from enigma.agents.isolated import AgentProcessLost, IsolatedPythonAgent
-from enigma.contracts import Turn
 from enigma.sampling.cache import SampleCache
+from enigma.sampling.plan import (Call, LoggedState, draw_mode, logged_agent_states, occurrence_key,
+                                  plan_calls)
 from enigma.store.experience import ExperienceStore
 from enigma.store.readers.base import storable, unicode_problem
 
@@ -56,11 +58,6 @@ OUTPUT_SCHEMA = pa.schema(
 SOURCE_FIELD = pa.field("source_context", pa.string())
 
 MAX_ERROR_CHARS = 500
-
-# How the draws of a run are laid out: one call per occurrence by key (a table of replies), per
-# distinct state shared by its occurrences (a deterministic agent), or per batch of occurrences.
-DrawMode = Literal["keyed", "state", "occurrence"]
-
 
 class SamplingAborted(AgentUnavailable):
     """Too many consecutive failures, or not one reply in a run: the agent looks down. What was
@@ -97,99 +94,6 @@ class SamplingStats:
         """What was sampled, not how this run went: the same for a rerun from the cache, so a
         file that carries it is a function of its inputs (DVC hashes the sample stage's files)."""
         return {k: v for k, v in asdict(self).items() if k not in RUN_ONLY}
-
-
-@dataclass(frozen=True)
-class _State:
-    dialog_id: str
-    turn_index: int
-    history: tuple[Turn, ...]
-    state_hash: str
-
-
-@dataclass(frozen=True)
-class _Call:
-    """One agent call at ``state``'s history, whose replies go to ``occurrences``: sample-major,
-    reply ``i * len(occurrences) + j`` is sample ``i`` of occurrence ``j``. A ``shared`` call's
-    ``n`` replies go to every occurrence of the state."""
-
-    state: _State
-    occurrences: tuple[_State, ...]
-    seed: int
-    shared: bool = False
-    # per-occurrence draws: which occurrences of the state the store holds (``occurrence_group``)
-    group: str | None = None
-
-
-def call_seed(seed: int, key: str) -> int:
-    """A call's seed, derived from what it samples: the same call draws the same replies
-    whatever the order of the run."""
-    return int.from_bytes(hashlib.sha256(f"{seed}:{key}".encode()).digest()[:4], "big") & 0x7FFFFFFF
-
-
-def occurrence_key(dialog_id: str, turn_index: int, state_hash: str) -> str:
-    return f"{dialog_id}\x1f{turn_index}\x1f{state_hash}"
-
-
-def occurrence_group(state_hash: str, where: list[str]) -> str:
-    """Every occurrence of one state in a store (``where``: each one's dialogue and turn), as a
-    digest. A cached reply was drawn in a batch of these; another store with other occurrences of
-    the same state (the same opening under the same dialogue ids) would batch it differently, so
-    it must not reuse the reply."""
-    return hashlib.sha256(f"{state_hash}|{'|'.join(where)}".encode()).hexdigest()[:24]
-
-
-def draw_mode(agent: Any) -> DrawMode:
-    if callable(getattr(agent, "respond_at", None)):
-        return "keyed"
-    return "state" if getattr(agent, "deterministic", False) is True else "occurrence"
-
-
-def plan_calls(states: list[_State], n_samples: int, seed: int, mode: DrawMode, max_replies_per_call: int = 64) -> list[_Call]:
-    """The agent calls that sample every state occurrence of ``states``.
-
-    ``occurrence``: the occurrences of each state, ordered by (dialogue, turn), are cut into
-    batches of at most ``max_replies_per_call // n_samples``; each batch is one call for
-    ``n_samples x batch`` replies, seeded from the state, ``n_samples`` and the batch's
-    occurrences. The batches depend on the store alone, so a resumed run makes exactly the calls
-    an uninterrupted one would have made. ``state``: one call per distinct state (as many calls
-    as distinct states, no more). ``keyed``: one call per occurrence."""
-    if mode == "keyed":
-        return [_Call(st, (st,), call_seed(seed, occurrence_key(st.dialog_id, st.turn_index, st.state_hash))) for st in states]
-    groups: dict[str, list[_State]] = {}
-    for st in states:
-        groups.setdefault(st.state_hash, []).append(st)
-    if mode == "state":
-        return [_Call(occ[0], tuple(occ), call_seed(seed, h), shared=True) for h, occ in groups.items()]
-    per_call = max(1, max_replies_per_call // n_samples)
-    calls = []
-    for h, occ in groups.items():
-        occ.sort(key=lambda st: (st.dialog_id, st.turn_index))
-        where = [f"{st.dialog_id}\x1f{st.turn_index}" for st in occ]
-        group = occurrence_group(h, where)
-        for i in range(0, len(occ), per_call):
-            batch = tuple(occ[i : i + per_call])
-            key = f"{h}|n={n_samples}|" + "|".join(where[i : i + per_call])
-            calls.append(_Call(batch[0], batch, call_seed(seed, key), group=group))
-    return calls
-
-
-def logged_agent_states(store: ExperienceStore, exclude_agents: Iterable[str] = ()) -> list[_State]:
-    """Every agent turn of every dialogue (dialogue order, then turn order), without the
-    dialogues of ``exclude_agents``."""
-    exclude = set(exclude_agents)
-    if exclude:
-        unknown = exclude - set(store.agents())
-        if unknown:
-            log.warning("exclude_agents: %s not in the store (agents: %s)", sorted(unknown), store.agents())
-        store = store.filter_agents(drop=exclude)
-    states = []
-    for dialog_id, turns in store.histories().items():
-        for t, turn in enumerate(turns):
-            if turn.role == "agent":
-                history = tuple(turns[:t])
-                states.append(_State(dialog_id, t, history, state_hash(history)))
-    return states
 
 
 def _clean_error(exc: BaseException) -> str:
@@ -266,7 +170,7 @@ def _run_sampling(store: ExperienceStore, agent_spec: str, agent: Any, *, n_samp
     legacy = "occurrence" if mode == "keyed" else "state"
     row_draw = "state" if mode == "state" else "occurrence"
 
-    def key_of(st: _State) -> str:
+    def key_of(st: LoggedState) -> str:
         return st.state_hash if mode == "state" else occurrence_key(st.dialog_id, st.turn_index, st.state_hash)
 
     states = logged_agent_states(store, exclude_agents)
@@ -289,28 +193,28 @@ def _run_sampling(store: ExperienceStore, agent_spec: str, agent: Any, *, n_samp
         row = cached.get((k, i))
         return row is not None and (row["error"] is None or not retry_errors)
 
-    def receivers(call: _Call) -> tuple[_State, ...]:
+    def receivers(call: Call) -> tuple[LoggedState, ...]:
         return (call.state,) if call.shared else call.occurrences
 
     pending = [c for c in calls if not all(done(key_of(st), i) for st in receivers(c) for i in range(n_samples))]
     stats.n_cached = len(calls) - len(pending)
 
-    def want(call: _Call) -> int:
+    def want(call: Call) -> int:
         return n_samples * len(receivers(call))
 
-    def request(call: _Call) -> tuple[str, tuple, dict]:
+    def request(call: Call) -> tuple[str, tuple, dict]:
         """The agent method, arguments and keywords of ``call``."""
         st = call.state
         if mode == "keyed":
             return "respond_at", (st.dialog_id, st.turn_index, list(st.history)), {"n": want(call), "seed": call.seed}
         return ("respond_with_sources" if sourced else "respond"), (list(st.history),), {"n": want(call), "seed": call.seed}
 
-    def asked(call: _Call) -> Callable[[], Any]:
+    def asked(call: Call) -> Callable[[], Any]:
         """``call`` made in this process, when its rows are made."""
         name, args, kwargs = request(call)
         return lambda: getattr(agent, name)(*args, **kwargs)
 
-    def ask(call: _Call, answer: Callable[[], Any]) -> list[dict]:
+    def ask(call: Call, answer: Callable[[], Any]) -> list[dict]:
         """The rows of ``call`` from ``answer()``: what the agent returned, or raised."""
         sources: list = []
         try:
@@ -324,12 +228,12 @@ def _run_sampling(store: ExperienceStore, agent_spec: str, agent: Any, *, n_samp
             return rows_of(call, None, exc)
         return rows_of(call, replies, None, sources)
 
-    def rows_of(call: _Call, replies: Any, exc: BaseException | None, sources: list | None = None) -> list[dict]:
+    def rows_of(call: Call, replies: Any, exc: BaseException | None, sources: list | None = None) -> list[dict]:
         """The cache rows of ``call``'s missing samples, from its replies or its failure."""
         to = receivers(call)
         missing = [(j, occ, i) for j, occ in enumerate(to) for i in range(n_samples) if not done(key_of(occ), i)]
 
-        def row(occ: _State, i: int, text: str | None, error: str | None, source: str | None = None) -> dict:
+        def row(occ: LoggedState, i: int, text: str | None, error: str | None, source: str | None = None) -> dict:
             return {"dialog_id": occ.dialog_id, "turn_index": occ.turn_index, "state_hash": occ.state_hash, "seed": seed,
                     "agent_fingerprint": fp, "draw": row_draw, "group": call.group, "sample_index": i, "text": text,
                     "error": error, "source_context": source}
@@ -346,8 +250,6 @@ def _run_sampling(store: ExperienceStore, agent_spec: str, agent: Any, *, n_samp
                 out.append(row(occ, i, None, f"agent returned {len(replies)} replies, {want(call)} requested"))
             elif not isinstance(replies[r], str):
                 out.append(row(occ, i, None, f"reply is {type(replies[r]).__name__}, not a string"))
-            elif not replies[r].strip():
-                out.append(row(occ, i, None, "empty reply"))
             elif problem := unicode_problem(replies[r]):  # Parquet cannot hold it: the sample fails, not the run
                 out.append(row(occ, i, None, f"reply is {problem}"))
             else:
@@ -358,7 +260,7 @@ def _run_sampling(store: ExperienceStore, agent_spec: str, agent: Any, *, n_samp
     # seed, and the agent draws every reply from that seed alone, so the batch changes no draw.
     batched = mode != "keyed" and not sourced and callable(getattr(agent, "respond_batch", None))
 
-    def ask_chunk(chunk: list[_Call]) -> Iterable[list[dict]]:
+    def ask_chunk(chunk: list[Call]) -> Iterable[list[dict]]:
         if isinstance(agent, IsolatedPythonAgent):  # the chunk's calls sent at once, answered one by one
             return map(ask, chunk, agent.answers([request(c) for c in chunk]))
         if not batched:
@@ -376,11 +278,11 @@ def _run_sampling(store: ExperienceStore, agent_spec: str, agent: Any, *, n_samp
             return (ask(c, asked(c)) for c in chunk)
         return [rows_of(c, a, None) for c, a in zip(chunk, answers)]
 
-    def chunks() -> Iterable[list[_Call]]:
+    def chunks() -> Iterable[list[Call]]:
         """``chunk_states`` calls per cache part; for a batching agent, also enough calls to
         fill one of its batches (``batch_size`` replies), so that no generate call runs short."""
         fill = max(1, int(getattr(agent, "batch_size", 1) or 1)) if batched else 1
-        chunk: list[_Call] = []
+        chunk: list[Call] = []
         replies = 0
         for c in pending:
             chunk.append(c)
@@ -419,7 +321,7 @@ def _run_sampling(store: ExperienceStore, agent_spec: str, agent: Any, *, n_samp
         if buffer:
             cache.append(buffer)
             for r in buffer:
-                st = _State(r["dialog_id"], r["turn_index"], (), r["state_hash"])
+                st = LoggedState(r["dialog_id"], r["turn_index"], (), r["state_hash"])
                 cached[(key_of(st), r["sample_index"])] = r
             buffer.clear()
 
