@@ -43,6 +43,8 @@ def test_hits_are_not_re_encoded_and_order_is_kept(tiny_model_dir, tmp_path):
     np.testing.assert_array_equal(both[2], first[0])
     np.testing.assert_array_equal(both[1], both[3])
     assert cache.embed([]).shape == (0, 32)
+    # a rerun's plan when every text is cached: nothing to encode (the train stage's second run)
+    assert cache.plan(TEXTS[:3]) == [] and cache.plan([]) == [] and cache.encode_batches([]) == 0
     # A fresh instance (e.g. the next held-out agent's process) finds everything on disk.
     again = _cache(tiny_model_dir, tmp_path)
     np.testing.assert_array_equal(again.embed(TEXTS[:3]), first)

@@ -190,6 +190,8 @@ class EmbeddingCache:
             self._model = model  # last: a model that is set is ready to run
 
     def _token_ids(self, texts: Sequence[str]) -> list[list[int]]:
+        if not texts:  # every text cached (a rerun): the tokenizer fails on an empty batch
+            return []
         return self._load_tokenizer()(list(texts), truncation=True, max_length=self.max_length)["input_ids"]
 
     @staticmethod
