@@ -71,13 +71,15 @@ def run_row(name, overrides, base, work, store, problem, args, log_seed) -> list
         diag = est["diagnostics"][t]["all"]
         for r in RATINGS:
             e = est["targets"][t][r]["estimate"]
+            interval = est["targets"][t][r].get("interval")  # the sampling interval (null without resamples)
             out.append({
                 "row": name, "log_seed": log_seed, "target": t, "rating": r, "estimate": e, "exact": exact[r], "saddle_point": ce[r],
                 "error_exact": e - exact[r], "error_saddle": e - ce[r], "converged": diag.get("converged"),
                 "iterations": diag.get("iterations"), "agent_calls": sampled["n_calls"],
                 "distinct_states": sampled["n_unique_states"], "agent_turns": sampled["n_states"],
                 "off_support_samples": est["diagnostics"][t].get("off_support_samples"),
-                "seconds_all_targets": round(seconds, 1),
+                "seconds_all_targets": round(seconds, 1), "interval": interval,
+                "covers_exact": None if not interval else bool(interval[0] <= exact[r] <= interval[1]),
             })
     return out
 
@@ -119,8 +121,8 @@ def main() -> None:
         "`python:enigma.ope.tabular:<target>` specs. Error vs exact includes the logs' own sampling error; error vs the",
         "saddle point of the logs (the certainty-equivalence value of these logs and draws) is the estimator's own.",
         "",
-        "| row | log seed | max abs error vs exact | max abs error vs saddle point of the logs | converged | off-support samples |",
-        "|---|---|---|---|---|---|",
+        "| row | log seed | max abs error vs exact | max abs error vs saddle point of the logs | converged | off-support samples | intervals holding the exact value |",
+        "|---|---|---|---|---|---|---|",
     ]
     for name, _ in rows:
         for log_seed in args.log_seeds:
@@ -128,13 +130,16 @@ def main() -> None:
             off = sum(x["off_support_samples"] or 0 for x in rs) // len(RATINGS)
             lines.append(
                 f"| {name} | {log_seed} | {max(abs(x['error_exact']) for x in rs):.4f} | {max(abs(x['error_saddle']) for x in rs):.4f} | "
-                f"{sum(bool(x['converged']) for x in rs) // len(RATINGS)}/{len(args.targets)} | {off} |"
+                f"{sum(bool(x['converged']) for x in rs) // len(RATINGS)}/{len(args.targets)} | {off} | "
+                + (f"{sum(bool(x['covers_exact']) for x in rs)}/{len(rs)}" if all(x["covers_exact"] is not None for x in rs) else "n/a")
+                + " |"
             )
-    lines += ["", "| row | log seed | target | rating | estimate | exact | saddle point | agent calls / distinct states / agent turns |",
-              "|---|---|---|---|---|---|---|---|"]
+    lines += ["", "| row | log seed | target | rating | estimate | sampling interval | exact | saddle point | agent calls / distinct states / agent turns |",
+              "|---|---|---|---|---|---|---|---|---|"]
     for x in results:
         lines.append(
-            f"| {x['row']} | {x['log_seed']} | {x['target']} | {x['rating']} | {x['estimate']:.4f} | {x['exact']:.4f} | "
+            f"| {x['row']} | {x['log_seed']} | {x['target']} | {x['rating']} | {x['estimate']:.4f} | "
+            + (f"[{x['interval'][0]:.4f}, {x['interval'][1]:.4f}]" if x.get("interval") else "n/a") + f" | {x['exact']:.4f} | "
             f"{x['saddle_point']:.4f} | {x['agent_calls']} / {x['distinct_states']} / {x['agent_turns']} |"
         )
     (RESULTS / f"{args.tag}.md").write_text("\n".join(lines) + "\n")
