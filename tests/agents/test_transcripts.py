@@ -370,3 +370,18 @@ def test_target_history_source_set_in_the_params_file_reads_the_stand_ins_own_ch
     assert estimate("unsourced", False, "source") == logged
     # own: each reply read after the stand-in's own replies at the chat's earlier turns
     assert estimate("own", False, "own") != logged
+
+
+def test_the_stand_ins_fingerprint_names_the_vectors_recipe(see_stores, settings, monkeypatch):
+    """Retrieval reads the embedding cache's vectors, and a near tie may fall the other way with
+    another recipe's: replies sampled with old vectors are not reused from the sample cache (the
+    on-support stand-in, which wraps the direct one, likewise)."""
+    from enigma.agents import fingerprint
+    from enigma.encoders import text_cache
+
+    selfplay, human = see_stores
+    specs = [f"transcripts:{selfplay}?agent={AGENT}", f"transcripts-onsupport:{selfplay}?agent={AGENT}&store={human}"]
+    before = [fingerprint(s, load_agent(s, settings)) for s in specs]
+    monkeypatch.setattr(text_cache, "VECTORS", text_cache.VECTORS + 1)
+    after = [fingerprint(s, load_agent(s, settings)) for s in specs]
+    assert before[0] != after[0] and before[1] != after[1]

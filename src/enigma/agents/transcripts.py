@@ -201,10 +201,15 @@ class TranscriptAgent:
         # ``sources`` joins the settings only when set: without it the replies and the agent's
         # fingerprint are what they were before the setting existed
         exclude = {"embed_cache_dir"} | (set() if self.settings.sources else {"sources"})
+        from enigma.encoders.text_cache import VECTORS
+
         parts = {
             "transcripts": _store_files(self.path),
             "agent_id": self.agent_id,
             "settings": self.settings.model_dump(exclude=exclude),
+            # the retrieval reads the cache's sentence vectors: replies drawn with another recipe's
+            # vectors (a near tie may fall the other way) are not reused from the sample cache
+            "vectors": VECTORS,
         }
         if self.settings.sources:
             parts["source_format"] = SOURCE_FORMAT  # cached sources of another format are not reused
