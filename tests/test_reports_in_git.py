@@ -15,9 +15,10 @@ import yaml
 
 from tests.conftest import REPO_ROOT
 
-# Tracked reports/ may not grow past this (issue 59): the per-estimator figures and the full
-# reports live in DVC. Apparent bytes of the working-tree files git tracks.
-REPORTS_BUDGET_BYTES = 5 * 2**20
+# Tracked reports/ may not grow past this: 5 MiB since issue 59, 6 MB since issue 73, whose full
+# reports' summaries and pages are to be tracked too (their per-estimator figures stay in DVC).
+# Apparent bytes of the working-tree files git tracks.
+REPORTS_BUDGET_BYTES = 6_000_000
 
 
 def _tracked(*paths: str) -> list[str]:
@@ -86,7 +87,7 @@ def test_tracked_reports_stay_within_the_budget():
     total = sum(sizes.values())
     largest = sorted(sizes, key=sizes.get, reverse=True)[:5]
     assert total <= REPORTS_BUDGET_BYTES, (
-        f"tracked reports/ is {total / 2**20:.2f} MiB, over the {REPORTS_BUDGET_BYTES / 2**20:.0f} MiB budget; "
+        f"tracked reports/ is {total / 1e6:.2f} MB, over the {REPORTS_BUDGET_BYTES / 1e6:.0f} MB budget; "
         f"largest: {[(p, sizes[p]) for p in largest]}")
 
 
