@@ -204,8 +204,9 @@ def markdown(report: dict[str, Any]) -> str:
             lines += [f"- failed at {step}: {why}" for step, why in info["errors"].items()] + [""]
         bad = info.get("degenerate")
         if bad and bad["share"] > 0:
-            lines += [f"- {100 * bad['share']:.1f}% of its {bad['replies']} sampled replies are degenerate (empty "
-                      f"{bad['empty']}, repeated {bad['repeated']}); the estimates score them as they are", ""]
+            from enigma.sampling.degenerate import DegenerateReplies
+
+            lines += ["- " + DegenerateReplies(bad["replies"], bad["empty"], bad["repeated"]).sentence(), ""]
         for est, c in sorted((info.get("comparison") or {}).items()):
             if c.get("error"):
                 lines += [f"- {est}: {c['error']}", ""]
