@@ -46,6 +46,7 @@ def seed_params(params: dict, benchmark: str, data: Path, section: str, seed: in
     p.setdefault("comparators", {}).setdefault(section, {})["seed"] = seed
     p.setdefault("pipeline", {})["data_dir"] = str(workdir)
     p["benchmarks"] = {benchmark: dict(p["benchmarks"][benchmark], estimators=estimators, full_estimators=[])}
+    p["checkpoint_benchmarks"] = {}
     p.pop("nightly", None)  # it names other benchmarks
     (workdir / benchmark).mkdir(parents=True, exist_ok=True)
     for name in INPUTS:

@@ -25,6 +25,7 @@ CONFIG_MODULES = {
     "enigma.comparators.config",
     "enigma.encoders.config",
     "enigma.evaluation.config",
+    "enigma.lm.config",
     "enigma.ope.config",
     "enigma.ope.presets",  # not a section: the named DICE presets a section picks; imports nothing
     "enigma.pipeline.config",

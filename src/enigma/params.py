@@ -26,7 +26,8 @@ from enigma.comparators.config import ComparatorsConfig
 from enigma.encoders.config import STAND_IN_REFUSAL, EncodeConfig
 from enigma.evaluation.config import ReportConfig
 from enigma.ope.config import ENIGMA_DEFAULT
-from enigma.pipeline.config import Benchmark, BenchmarkConfig, NightlyConfig, PipelineConfig
+from enigma.pipeline.config import (Benchmark, BenchmarkConfig, CheckpointBenchmark, CheckpointBenchmarkConfig, NightlyConfig,
+                                    PipelineConfig)
 from enigma.redaction import redact_userinfo
 from enigma.sampling.config import SampleConfig
 from enigma.sim.config import SimulateConfig
@@ -105,6 +106,7 @@ class Params(BaseModel):
     tracking: TrackingConfig = TrackingConfig()
     pipeline: PipelineConfig = PipelineConfig()
     benchmarks: dict[str, BenchmarkConfig] = {}
+    checkpoint_benchmarks: dict[str, CheckpointBenchmarkConfig] = {}
     nightly: NightlyConfig = NightlyConfig()
 
     @model_validator(mode="before")
@@ -172,6 +174,26 @@ class Params(BaseModel):
                 raise ValueError(f"benchmarks.{name}: knowledge {b.knowledge!r} with agent_spec {b.agent_spec!r}: "
                                  f"{STAND_IN_REFUSAL}; set knowledge: null, or sample.agents.transcripts.sources: true")
         return self
+
+    @model_validator(mode="after")
+    def _check_checkpoint_benchmarks(self) -> "Params":
+        for name, c in self.checkpoint_benchmarks.items():
+            if name in self.benchmarks:
+                raise ValueError(f"checkpoint_benchmarks.{name}: benchmarks has an entry of that name (they share data/<name>)")
+            b = self.benchmarks.get(c.scored_on)
+            if b is None:
+                raise ValueError(f"checkpoint_benchmarks.{name}: scored_on {c.scored_on!r} is not an entry of benchmarks")
+            if b.source.simulate is None:
+                raise ValueError(f"checkpoint_benchmarks.{name}: scored_on {c.scored_on!r} is not a simulator benchmark "
+                                 "(the checkpoints' truth is their play with its simulated customer)")
+        return self
+
+    def checkpoint_benchmark(self, name: str) -> CheckpointBenchmark:
+        """Entry ``name`` of ``checkpoint_benchmarks`` with its paths."""
+        if name not in self.checkpoint_benchmarks:
+            raise ParamsError(f"checkpoint_benchmarks has no benchmark {name!r}; known: {sorted(self.checkpoint_benchmarks)}")
+        c = self.checkpoint_benchmarks[name]
+        return CheckpointBenchmark(name, c, self.pipeline.data_dir / name, self.report.out_dir, self.benchmark(c.scored_on))
 
     def benchmark(self, name: str) -> Benchmark:
         """Entry ``name`` of ``benchmarks`` with its paths."""

@@ -34,6 +34,7 @@ def dvc_repo(root: Path, *, max_workers: int, cache: Path) -> tuple[Path, dict]:
         "source": {"ingest": "parquet", "path": "data/raw/mine"}, "rollouts": None, "agent_spec": AGENT_SPEC,
         "estimators": ["enigma", "experience-mean"], "knowledge": None, "full_estimators": [], "note": None,
     }}
+    params["checkpoint_benchmarks"] = {}  # its scored_on benchmark is left out too
     params["sample"]["cache_dir"] = str(root / "sample-cache")
     params["shared"]["embedding_cache"] = str(cache)
     params["pipeline"]["max_workers"] = max_workers

@@ -26,6 +26,11 @@ KINDS = {
 }
 
 
+# the stages of an entry of checkpoint_benchmarks -> its `enigma stage` kind
+CHECKPOINT_KINDS = {"checkpoints": "checkpoints", "checkpoint_truth": "checkpoint-truth",
+                    "checkpoint_scores": "checkpoint-scores", "checkpoint_report": "checkpoint-report"}
+
+
 def _stages(root: Path) -> dict:
     """The stages of the root's dvc.yaml (the lab's studies/dvc.yaml, addressed by its path, has
     its own test: tests/studies)."""
@@ -39,7 +44,8 @@ def test_every_benchmark_gets_every_stage_with_key_level_params_and_its_code(tmp
     params = Params.load(REPO_ROOT / "params.yaml")
     stages = _stages(REPO_ROOT)
     assert {"airline", "airline-seed1", "see2019"} <= set(params.benchmarks)
-    assert set(stages) == {f"{k}@{b}" for k in KINDS for b in params.benchmarks}
+    assert set(stages) == ({f"{k}@{b}" for k in KINDS for b in params.benchmarks}
+                           | {f"{k}@{c}" for k in CHECKPOINT_KINDS for c in params.checkpoint_benchmarks})
     for name in params.benchmarks:
         b = params.benchmark(name)
         for kind, (args, module) in KINDS.items():
@@ -65,6 +71,28 @@ def test_every_benchmark_gets_every_stage_with_key_level_params_and_its_code(tmp
         assert outs["report"] == {str(b.report_dir())} and outs["report_full"] == {str(b.report_dir(full=True))}
         # the store stage depends on what the store is made from (raw logs, or the simulator's code)
         assert str(b.config.source.path) in {d.def_path for d in stages[f"store@{name}"].deps}
+    for name in params.checkpoint_benchmarks:
+        c = params.checkpoint_benchmark(name)
+        for kind, arg in CHECKPOINT_KINDS.items():
+            s = stages[f"{kind}@{name}"]
+            assert s.cmd.startswith(f"enigma stage {arg} {name}"), s
+            deps = {d.def_path for d in s.deps if not hasattr(d, "params")}
+            assert {"src/enigma/pipeline/config.py", "src/enigma/params.py", "src/enigma/contracts.py",
+                    "src/enigma/writes.py"} <= deps, s
+            keys = [k for d in s.deps if hasattr(d, "params") for k in d.params]
+            assert all(not k.startswith("checkpoint_benchmarks.") or k.startswith(f"checkpoint_benchmarks.{name}.")
+                       for k in keys) and "checkpoint_benchmarks" not in keys, (s, keys)
+            # of the benchmarks, only the scored_on one's keys
+            assert all(not k.startswith("benchmarks.") or k.startswith(f"benchmarks.{c.scored_on.name}.") for k in keys)
+        outs = {kind: {o.def_path for o in stages[f"{kind}@{name}"].outs} for kind in CHECKPOINT_KINDS}
+        assert outs["checkpoints"] == {str(c.checkpoints), str(c.record)}
+        assert outs["checkpoint_truth"] == {str(c.truth), str(c.dialogues)}
+        assert outs["checkpoint_scores"] == {str(c.targets_dir), str(c.results_dir)}
+        assert outs["checkpoint_report"] == {str(c.report_dir)}
+        # trained on, scored on and calibrated on the scored_on benchmark's store and results
+        assert str(c.scored_on.store) in {d.def_path for d in stages[f"checkpoints@{name}"].deps}
+        assert {str(c.scored_on.store), str(c.scored_on.results_dir())} <= {
+            d.def_path for d in stages[f"checkpoint_report@{name}"].deps}
     # the committed reports keep their folders
     assert {str(params.benchmark(n).report_dir(f)) for n in ("airline", "see2019") for f in (False, True)} == {
         "reports/airline", "reports/airline_full", "reports/see2019", "reports/see2019_full"}
@@ -94,6 +122,7 @@ def test_a_benchmark_added_as_one_params_entry_runs_with_dvc_repro(tmp_path):
         "source": {"ingest": "parquet", "path": "data/raw/mine"}, "rollouts": None, "agent_spec": AGENT_SPEC,
         "estimators": ["enigma", "experience-mean"], "knowledge": None, "full_estimators": [], "note": None,
     }}
+    params["checkpoint_benchmarks"] = {}  # its scored_on benchmark is left out too
     params["sample"]["cache_dir"] = str(tmp_path / "sample-cache")
     params["shared"]["embedding_cache"] = str(tmp_path / "embeddings")
     params["report"].update(plots=False, bootstrap_resamples=50)

@@ -81,6 +81,18 @@ class _RowDraws:
         return out.scatter_(-1, token_of.gather(-1, pos), 0.0)
 
 
+def chat_messages(history: History, max_history_turns: int, system_prompt: str | None = None) -> list[dict[str, str]]:
+    """The chat messages a checkpoint is prompted with: the last ``max_history_turns`` turns (0: none)
+    and the system prompt (``enigma.lm`` trains its models on the same)."""
+    turns = list(history)[-max_history_turns:] if max_history_turns else []
+    messages = [{"role": _ROLE[t.role], "content": t.text} for t in turns]
+    if system_prompt or not messages:
+        # An opening has no turns, and chat templates refuse an empty conversation: it is
+        # prompted by the system message alone (empty unless one is configured).
+        messages.insert(0, {"role": "system", "content": system_prompt or ""})
+    return messages
+
+
 def _find_checkpoint(path: Path) -> tuple[Path | None, Path | None]:
     """(model dir, gguf file): exactly one of them is set."""
     if not path.exists():
@@ -183,12 +195,7 @@ class HFAgent:
         return self.settings.batch_size
 
     def prompt(self, history: History) -> str:
-        turns = list(history)[-self.settings.max_history_turns :] if self.settings.max_history_turns else []
-        messages = [{"role": _ROLE[t.role], "content": t.text} for t in turns]
-        if self.settings.system_prompt or not messages:
-            # An opening has no turns, and chat templates refuse an empty conversation: it is
-            # prompted by the system message alone (empty unless one is configured).
-            messages.insert(0, {"role": "system", "content": self.settings.system_prompt or ""})
+        messages = chat_messages(history, self.settings.max_history_turns, self.settings.system_prompt)
         return self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
 
     def _prompt_ids(self, history: History) -> list[int]:

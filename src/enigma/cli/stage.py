@@ -10,6 +10,8 @@ import typer
 from enigma.cli.errors import USER_ERRORS, user_errors
 
 STAGES = ("store", "rollouts", "sample", "train", "report", "track")
+# the stages of an entry of checkpoint_benchmarks (enigma.pipeline.checkpoints)
+CHECKPOINT_STAGES = ("checkpoints", "checkpoint-truth", "checkpoint-scores", "checkpoint-report")
 
 
 def _register_errors() -> None:
@@ -23,8 +25,10 @@ def _register_errors() -> None:
 
 
 def stage_command(
-    stage: str = typer.Argument(..., metavar="STAGE", help="store, rollouts, sample, train, report or track"),
-    benchmark: str = typer.Argument(..., help="an entry of benchmarks in params.yaml"),
+    stage: str = typer.Argument(..., metavar="STAGE", help="store, rollouts, sample, train, report or track; or, for "
+                                "an entry of checkpoint_benchmarks, checkpoints, checkpoint-truth, checkpoint-scores "
+                                "or checkpoint-report"),
+    benchmark: str = typer.Argument(..., help="an entry of benchmarks (or checkpoint_benchmarks) in params.yaml"),
     full: bool = typer.Option(False, "--full", help="train/report/track: the benchmark's full_estimators (report: beside the main run's)"),
     track: bool = typer.Option(True, "--track/--no-track", help="report: also log the run to MLflow (section tracking)"),
     params: Path = typer.Option(Path("params.yaml"), "--params", help="parameters file"),
@@ -35,9 +39,11 @@ def stage_command(
     _register_errors()
     from enigma.params import Params
 
-    if stage not in STAGES:
-        raise ValueError(f"unknown stage {stage!r}; expected one of {', '.join(STAGES)}")
+    if stage not in STAGES + CHECKPOINT_STAGES:
+        raise ValueError(f"unknown stage {stage!r}; expected one of {', '.join(STAGES + CHECKPOINT_STAGES)}")
     p = Params.load(params)
+    if stage in CHECKPOINT_STAGES:
+        return _checkpoint_stage(stage, p.checkpoint_benchmark(benchmark), p, progress)
     b = p.benchmark(benchmark)
     if stage == "store":
         from enigma.pipeline.store import build_store
@@ -71,6 +77,23 @@ def stage_command(
             if tracked:
                 typer.echo(f"MLflow: parent run {tracked['parent_run_id']} ({len(tracked['children'])} child runs)"
                            + (f", registered {tracked['registered']}" if tracked.get("registered") else ""))
+
+
+def _checkpoint_stage(stage: str, c, p, progress: bool) -> None:
+    from enigma.pipeline import checkpoints as stages
+
+    if stage == "checkpoints":
+        out = stages.build(c, p, say=typer.echo)
+        typer.echo(f"{c.name}: {len(out['checkpoints'])} checkpoints -> {c.checkpoints}")
+    elif stage == "checkpoint-truth":
+        stages.truth(c, p, say=typer.echo)
+        typer.echo(f"{c.name}: truth {c.truth}, dialogues {c.dialogues}")
+    elif stage == "checkpoint-scores":
+        out = stages.scores(c, p, progress=progress, say=typer.echo)
+        if out["failed"]:
+            typer.echo(f"{out['failed']} score(s) failed; the report leaves them out; the next run retries them")
+    else:
+        typer.echo(f"report: {stages.report(c, p)['report_html']}")
 
 
 def _read_summary(b, full: bool) -> dict:

@@ -17,6 +17,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from enigma.encoders.config import KNOWLEDGE_SPEC
+from enigma.lm.config import LMConfig
 from enigma.rollouts.config import LearnedCustomerConfig
 
 
@@ -189,3 +190,71 @@ class NightlyConfig(BaseModel):
     calibration_results: Path | None = Path("data/airline/results")
     cron: str = "0 2 * * *"
     deployment: str = "enigma-nightly"
+
+
+class CheckpointBenchmarkConfig(BaseModel):
+    """One entry of ``checkpoint_benchmarks``: the checkpoints of a small language model trained
+    on a simulator benchmark's store (``enigma.lm``), scored on that store as a user scores new
+    checkpoints every night (the nightly job's path: new agents, the whole store as experience,
+    intervals and verdicts calibrated on the benchmark's leave-one-agent-out results), against
+    the truth of each checkpoint playing the simulator's customer on-policy.
+
+    Its stages differ from a ``benchmarks`` entry's: there the agents are a store's own and are
+    held out one at a time; here they are new, and the store is another benchmark's."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    # a benchmark of ``benchmarks`` with a simulator source: its store is the training data and the
+    # logs the checkpoints are scored on, its results the calibration, its simulator the truth
+    scored_on: str
+    lm: LMConfig
+    threads: int = Field(2, ge=1)  # torch threads while training and sampling (fixed: the build's bits depend on it)
+    dialogues_per_agent: int = Field(20, ge=0)  # each checkpoint's rated dialogues with the customer, kept to read
+    estimators: list[str]  # each must score a new agent from its replies (no own-rollouts estimator)
+    note: str | None
+
+
+@dataclass(frozen=True)
+class CheckpointBenchmark:
+    """One checkpoint benchmark with its paths resolved: ``<data_dir>/<name>/`` holds
+    ``checkpoints`` (one ``hf:`` folder each), ``checkpoints.json``, ``truth.parquet``, ``dialogues`` (a rated store),
+    ``targets`` and ``results``; its report goes to ``<report.out_dir>/<name>``."""
+
+    name: str
+    config: CheckpointBenchmarkConfig
+    data_dir: Path
+    report_root: Path
+    scored_on: Benchmark
+
+    @property
+    def checkpoints(self) -> Path:
+        return self.data_dir / "checkpoints"
+
+    @property
+    def record(self) -> Path:
+        """The checkpoints' mixes, steps and training losses (beside the folder: every entry of a
+        registry folder is an agent)."""
+        return self.data_dir / "checkpoints.json"
+
+    @property
+    def truth(self) -> Path:
+        return self.data_dir / "truth.parquet"
+
+    @property
+    def dialogues(self) -> Path:
+        return self.data_dir / "dialogues"
+
+    @property
+    def targets_dir(self) -> Path:
+        return self.data_dir / "targets"
+
+    @property
+    def results_dir(self) -> Path:
+        return self.data_dir / "results"
+
+    @property
+    def report_dir(self) -> Path:
+        return self.report_root / self.name
+
+    def checkpoint_names(self) -> list[str]:
+        return self.config.lm.checkpoint_names()

@@ -29,7 +29,7 @@ from enigma.sim.config import SimulateConfig
 from enigma.store import schema as S
 from enigma.store.experience import ExperienceStore
 from enigma.sim.rng import mix
-from enigma.sim.rollout import Rollout, rollout
+from enigma.sim.rollout import Rollout, rollouts
 from enigma.sim.scoring import RATINGS
 from enigma.sim.scoring import AIRDIALOGUE_WEIGHTS
 from enigma.sim.seller_presets import REWARD_WEIGHTS, preset_agents
@@ -49,9 +49,10 @@ TRUTH_SCHEMA = pa.schema(
 _PARTIAL = ".partial"
 
 
-def _play(agent, seed: int, cfg: SimulateConfig) -> Rollout:
-    return rollout(agent, seed, max_agent_turns=cfg.max_agent_turns, customer_noise=cfg.customer_noise,
-                   reward_weights=REWARD_WEIGHTS[cfg.preset], closing_exchanges=cfg.closing_exchanges)
+def _play(agent, seeds: list[int], cfg: SimulateConfig) -> list[Rollout]:
+    """The dialogues of ``seeds``, side by side (an ``hf:`` checkpoint answers them in batches)."""
+    return rollouts(agent, seeds, max_agent_turns=cfg.max_agent_turns, customer_noise=cfg.customer_noise,
+                    reward_weights=REWARD_WEIGHTS[cfg.preset], closing_exchanges=cfg.closing_exchanges)
 
 
 def rollout_rows(agent, agent_id: str, seeds: list[int], cfg: SimulateConfig, rated: bool = True,
@@ -61,8 +62,7 @@ def rollout_rows(agent, agent_id: str, seeds: list[int], cfg: SimulateConfig, ra
     estimator must not carry its scores)."""
     dialogues, turns = [], []
     prefix = id_prefix if id_prefix is not None else agent_id
-    for i, seed in enumerate(seeds):
-        ro = _play(agent, seed, cfg)
+    for i, (seed, ro) in enumerate(zip(seeds, _play(agent, seeds, cfg))):
         dialog_id = f"{prefix}-{i:04d}"
         meta = {
             "seed": seed,
@@ -118,11 +118,10 @@ def true_values(agent_id: str, cfg: SimulateConfig, agent=None) -> list[dict]:
 
     target = cfg.truth_rollouts
     while True:
-        while n < target:
-            s = _play(agent, mix(cfg.seed, "truth", agent_id, n), cfg).scores
+        for ro in _play(agent, [mix(cfg.seed, "truth", agent_id, i) for i in range(n, target)], cfg):
             for r in RATINGS:
-                sums[r] += s[r]
-                squares[r] += s[r] * s[r]
+                sums[r] += ro.scores[r]
+                squares[r] += ro.scores[r] * ro.scores[r]
             n += 1
         if all(stderr(r) <= cfg.max_stderr for r in RATINGS) or n >= cfg.max_truth_rollouts:
             break

@@ -1,0 +1,186 @@
+"""The stages of a checkpoint benchmark (``checkpoint_benchmarks`` in params.yaml): the language
+model's checkpoints, their truth, their scores as the nightly job makes them, and the report.
+
+- ``checkpoints``: the tokenizer and the model trained on the ``scored_on`` benchmark's store,
+  one ``hf:`` folder per checkpoint (``enigma.lm``).
+- ``truth``: each checkpoint plays the simulator's customer on-policy, to the standard-error rule
+  of the ``simulate`` section (as the sellers' truth), batched; a few of its rated dialogues are
+  kept in a store to read.
+- ``scores``: each checkpoint's replies at every logged agent turn of the ``scored_on`` store
+  (sampled and cached as ``enigma sample`` does), and every estimator on them with the whole store
+  as experience: the nightly job's scoring path (``enigma.pipeline.score``), result files reused
+  while their inputs are unchanged.
+- ``report``: see ``enigma.evaluation.checkpoints``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from enigma.params import Params
+from enigma.pipeline.config import CheckpointBenchmark
+
+
+def build(c: CheckpointBenchmark, params: Params, say: Callable[[str], None] = print) -> dict[str, Any]:
+    from enigma.lm.train import build_checkpoints
+
+    return build_checkpoints(c.scored_on.store, c.checkpoints, c.record, c.config.lm, threads=c.config.threads, say=say)
+
+
+def checkpoint_dir(c: CheckpointBenchmark, name: str) -> Path:
+    d = c.checkpoints / name
+    if not (d / "config.json").is_file():
+        raise FileNotFoundError(f"{d}: checkpoint {name} missing (run the checkpoints stage first)")
+    return d
+
+
+def simulate_config(c: CheckpointBenchmark, params: Params):
+    """The ``scored_on`` benchmark's simulator settings: the checkpoints meet its customers."""
+    return params.with_overrides("simulate", **(c.scored_on.config.source.simulate or {}))
+
+
+def truth(c: CheckpointBenchmark, params: Params, say: Callable[[str], None] = print) -> dict[str, Any]:
+    """Every checkpoint's true values (``truth.parquet``, as the simulator's) and its first
+    ``dialogues_per_agent`` rated dialogues (``dialogues``, a store). Checkpoints done are kept
+    under ``dialogues/.partial`` until all are, so an interrupted stage resumes."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    import torch
+
+    from enigma.agents.hf import HFAgent
+    from enigma.sim.generate import TRUTH_SCHEMA, rollout_rows, true_values
+    from enigma.sim.rng import mix
+    from enigma.sim.scoring import RATINGS
+    from enigma.store import schema as S
+    from enigma.store.experience import ExperienceStore
+
+    torch.set_num_threads(c.config.threads)
+    cfg = simulate_config(c, params)
+    partial = c.dialogues / ".partial"
+    partial.mkdir(parents=True, exist_ok=True)
+    done: dict[str, dict] = {}
+    for name in c.checkpoint_names():
+        f = partial / f"{name}.json"
+        if f.is_file():
+            done[name] = json.loads(f.read_text())
+            continue
+        t0 = time.perf_counter()
+        agent = HFAgent(checkpoint_dir(c, name), params.sample.agents.hf)
+        seeds = [mix(cfg.seed, "experience", name, i) for i in range(c.config.dialogues_per_agent)]
+        dialogues, turns = rollout_rows(agent, name, seeds, cfg)
+        got = {"dialogues": dialogues, "turns": turns, "truth": true_values(name, cfg, agent)}
+        tmp = f.with_suffix(".tmp")
+        tmp.write_text(json.dumps(got))
+        tmp.replace(f)
+        done[name] = got
+        reward = next(t for t in got["truth"] if t["rating"] == "reward")
+        say(f"{name}: reward {reward['value']:.3f} ± {reward['stderr']:.3f} ({reward['n']} dialogues, "
+            f"{time.perf_counter() - t0:.0f}s)")
+    names = c.checkpoint_names()
+    table = pa.Table.from_pylist([t for n in names for t in done[n]["truth"]], schema=TRUTH_SCHEMA)
+    c.truth.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(table, c.truth)
+    store = ExperienceStore(
+        pa.Table.from_pylist([d for n in names for d in done[n]["dialogues"]], schema=S.dialogues_schema(list(RATINGS))),
+        pa.Table.from_pylist([t for n in names for t in done[n]["turns"]], schema=S.TURNS_SCHEMA), None)
+    store.write(c.dialogues, manifest={"source": "airline-sim", "checkpoints": str(c.checkpoints),
+                                       "simulate": cfg.settings(), "max_agent_turns": cfg.max_agent_turns})
+    import shutil
+
+    shutil.rmtree(partial, ignore_errors=True)
+    return {"truth": str(c.truth), "dialogues": str(c.dialogues), "checkpoints": len(names)}
+
+
+def check_estimators(c: CheckpointBenchmark, params: Params) -> None:
+    """Every estimator of the entry can score a new agent (one error before any work)."""
+    from enigma.contracts import Regime
+    from enigma.estimators import build_estimator
+
+    for name in c.config.estimators:
+        est = build_estimator(name, params, knowledge=c.scored_on.config.knowledge)
+        if set(est.regimes) - {Regime.NONE, Regime.REPLIES_AT_LOGGED_STATES}:
+            raise ValueError(f"checkpoint_benchmarks.{c.name}: {name} needs {sorted(r.value for r in est.regimes)}; "
+                             "a new checkpoint is scored from its replies at the logged states only")
+
+
+def targets_path(c: CheckpointBenchmark, name: str) -> Path:
+    return c.targets_dir / f"{name}.parquet"
+
+
+def _score_share(c: CheckpointBenchmark, params: Params, jobs: list[tuple[str, str]]) -> list[dict[str, Any]]:
+    """Some (checkpoint, estimator) scores, in a worker process (one torch thread)."""
+    import pyarrow.parquet as pq
+
+    from enigma.estimators import build_estimator
+    from enigma.pipeline.score import score_agent
+    from enigma.store.experience import ExperienceStore
+
+    store = ExperienceStore.open(c.scored_on.store)
+    out = []
+    for name, estimator in jobs:
+        t0 = time.perf_counter()
+        est = build_estimator(estimator, params, knowledge=c.scored_on.config.knowledge)
+        try:
+            got = score_agent(store, est, name, pq.read_table(targets_path(c, name)), c.results_dir,
+                              labels={"spec": f"hf:{c.checkpoints / name}"})
+            out.append({"checkpoint": name, "estimator": estimator, "estimates": got["estimates"],
+                        "seconds": round(time.perf_counter() - t0, 1), "error": None})
+        except Exception as exc:  # one failed score is reported and retried next run; the others go on
+            out.append({"checkpoint": name, "estimator": estimator, "estimates": None, "seconds": None,
+                        "error": f"{type(exc).__name__}: {str(exc)[:300]}"})
+    return out
+
+
+def scores(c: CheckpointBenchmark, params: Params, progress: bool = False,
+           say: Callable[[str], None] = print) -> dict[str, Any]:
+    """Every checkpoint sampled at the ``scored_on`` store's logged agent turns, then scored by
+    every estimator (``pipeline.max_workers`` processes); returns the failures."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    import torch
+
+    from enigma.pipeline.sample import sample_spec
+    from enigma.pipeline.workers import init_worker
+
+    check_estimators(c, params)
+    torch.set_num_threads(c.config.threads)
+    names = c.checkpoint_names()
+    for name in names:
+        t0 = time.perf_counter()
+        sample_spec(c.scored_on.store, f"hf:{checkpoint_dir(c, name)}", targets_path(c, name), params.sample,
+                    progress=progress)
+        say(f"{name}: replies at the logged states ({time.perf_counter() - t0:.0f}s)")
+    c.results_dir.mkdir(parents=True, exist_ok=True)
+    jobs = [(n, e) for e in c.config.estimators for n in names]
+    workers = params.pipeline.max_workers
+    t0 = time.perf_counter()
+    if workers <= 1:
+        torch.set_num_threads(1)
+        done = _score_share(c, params, jobs)
+    else:
+        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"), initializer=init_worker) as pool:
+            done = [r for f in [pool.submit(_score_share, c, params, jobs[i::workers]) for i in range(workers)]
+                    for r in f.result()]
+    failed = [r for r in done if r["error"]]
+    for r in failed:
+        say(f"{r['estimator']} / {r['checkpoint']}: FAILED ({r['error']})")
+    say(f"{c.name}: {len(jobs)} scores in {time.perf_counter() - t0:.0f}s -> {c.results_dir}")
+    return {"scores": len(jobs), "failed": len(failed)}
+
+
+def report(c: CheckpointBenchmark, params: Params) -> dict[str, Any]:
+    """``<report.out_dir>/<name>/``: summary.json, index.md and index.html (``enigma.evaluation.checkpoints``)."""
+    from enigma.estimators import build_estimator
+    from enigma.evaluation.checkpoints import build_summary, write_report
+    from enigma.store.experience import ExperienceStore
+
+    record = json.loads(c.record.read_text())
+    filed = {n: build_estimator(n, params, knowledge=c.scored_on.config.knowledge).name for n in c.config.estimators}
+    summary = build_summary(c.truth, c.results_dir, c.scored_on.results_dir(), ExperienceStore.open(c.scored_on.store),
+                            filed, record, params.nightly.interval_level, c.config.note, c.scored_on.name)
+    page = write_report(summary, c.report_dir, f"{c.name}: learned checkpoints scored as the nightly job scores them")
+    return {"report_html": str(page), "summary": summary}
