@@ -129,7 +129,8 @@ def markdown(s: dict[str, Any], title: str) -> str:
     lines += [f"{n} checkpoints of a small language model, each scored on the `{s['scored_on']}` store as the nightly "
               f"job scores a new agent, against its truth from on-policy play with the simulator's customer. "
               f"Intervals and verdicts at {100 * s['level']:.0f}%, calibrated on the `{s['scored_on']}` sellers' "
-              "leave-one-agent-out results.", ""]
+              "leave-one-agent-out results. Every figure, with each checkpoint's estimates: "
+              "[summary.json](summary.json).", ""]
     for r in s["ratings"]:
         lines += [f"## {r}", "", "| estimator | Pearson | Spearman | MAE | calibrated MAE | coverage | width | "
                   "verdicts, all pairs | verdicts, consecutive |", "|---|---|---|---|---|---|---|---|---|"]
