@@ -46,3 +46,16 @@ def test_a_checkpoint_without_an_estimate_is_named_not_counted():
                           "truth_stderr": {"reward": 0.01}, "truth_dialogues": 2000}]}
     md = markdown(s, "t")
     assert "| e | n/a | n/a | 0.100 |" in md and "| c1 | all | 1 | 2.000 | 0.200 ± 0.010 | 2000 |" in md
+
+
+def test_the_page_renders_its_tables(tmp_path):
+    from enigma.evaluation.checkpoints import write_report
+
+    cal = calib.fit([0.1, 0.5, 0.9, 0.3], [0.1, 0.5, 0.9, 0.3], ["a", "b", "c", "d"])
+    f = rating_figures({"c1": 0.3}, {"c1": 0.2}, cal, [], 0.95)
+    s = {"note": None, "scored_on": "x", "level": 0.95, "ratings": ["reward"], "estimators": {"e": {"reward": f}},
+         "checkpoints": [{"name": "c1", "mix": "all", "step": 1, "train_loss": 2.0, "truth": {"reward": 0.2},
+                          "truth_stderr": {"reward": 0.01}, "truth_dialogues": 2000}]}
+    page = write_report(s, tmp_path, "t").read_text()
+    assert page.count("<table>") == 2 and "<td>e</td>" in page and "| e |" not in page
+    assert '<a href="summary.json">' in page and (tmp_path / "summary.json").is_file()

@@ -260,6 +260,6 @@ def html(md: str, title: str) -> str:
     """The Markdown report as a standalone HTML page."""
     from markdown_it import MarkdownIt
 
-    body = MarkdownIt().render(md)
+    body = MarkdownIt("commonmark").enable("table").render(md)  # the checkpoint report's tables
     return (f"<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{title}</title>"
             "<style>body{font-family:sans-serif;margin:2em;max-width:60em}</style></head><body>" + body + "</body></html>\n")
