@@ -188,12 +188,17 @@ def pair_verdicts(estimates: dict[str, float], truths: dict[str, float], level: 
     (+1 i better, -1 worse, 0 none), "gap" (truth_i - truth_j), "difference", "threshold"}]``."""
     names = sorted(a for a in (agents if agents is not None else estimates)
                    if a in estimates and a in truths and math.isfinite(estimates[a]) and math.isfinite(truths[a]))
-    out = []
-    for i, j in itertools.combinations(names, 2):
-        v = verdict(fit_without(estimates, truths, [i, j]), estimates[i], estimates[j], level)
-        out.append({"agents": (i, j), "direction": called_direction(v["verdict"]), "gap": truths[i] - truths[j],
-                    "difference": v["difference"], "threshold": v["threshold"]})
-    return out
+    return [judged_pair(fit_without(estimates, truths, [i, j]), estimates, truths, i, j, level)
+            for i, j in itertools.combinations(names, 2)]
+
+
+def judged_pair(cal: Calibration, estimates: dict[str, float], truths: dict[str, float], i: str, j: str,
+                level: float) -> dict[str, Any]:
+    """``verdict`` of agent i against j under calibration ``cal``, as a row of ``pair_verdicts``
+    (with the ``verdict`` itself)."""
+    v = verdict(cal, estimates[i], estimates[j], level)
+    return {"agents": (i, j), "direction": called_direction(v["verdict"]), "gap": truths[i] - truths[j],
+            "difference": v["difference"], "threshold": v["threshold"], "verdict": v["verdict"]}
 
 
 def verdict_accuracy(pairs: Sequence[dict[str, Any]], agents: Sequence[str] | None = None,

@@ -36,17 +36,6 @@ def consecutive_pairs(names: list[str], runs: dict[str, str], steps: dict[str, i
     return out
 
 
-def verdicts(cal: calib.Calibration, estimates: dict[str, float], truths: dict[str, float],
-             pairs: list[tuple[str, str]], level: float) -> list[dict[str, Any]]:
-    """``calibration.verdict`` of each pair (i, j), as ``pair_verdicts`` rows."""
-    out = []
-    for i, j in pairs:
-        v = calib.verdict(cal, estimates[i], estimates[j], level)
-        out.append({"agents": (i, j), "direction": calib.called_direction(v["verdict"]), "gap": truths[i] - truths[j],
-                    "difference": v["difference"], "threshold": v["threshold"], "verdict": v["verdict"]})
-    return out
-
-
 def rating_figures(estimates: dict[str, float], truths: dict[str, float], cal: calib.Calibration,
                    consecutive: list[tuple[str, str]], level: float) -> dict[str, Any]:
     names = [n for n in truths if n in estimates and math.isfinite(estimates[n])]
@@ -67,8 +56,9 @@ def rating_figures(estimates: dict[str, float], truths: dict[str, float], cal: c
                              "calibration_agents": cal.n, "a": cal.a, "b": cal.b,
                              "mae": float(np.mean([abs(cal.calibrated(estimates[n]) - truths[n]) for n in names]))}
         every = [(i, j) for k, i in enumerate(names) for j in names[k + 1:]]
-        allv = verdicts(cal, estimates, truths, every, level)
-        nightly = verdicts(cal, estimates, truths, [p for p in consecutive if p[0] in names and p[1] in names], level)
+        allv = [calib.judged_pair(cal, estimates, truths, i, j, level) for i, j in every]
+        nightly = [calib.judged_pair(cal, estimates, truths, i, j, level) for i, j in consecutive
+                   if i in names and j in names]
         out["verdicts_all_pairs"] = calib.verdict_accuracy(allv)
         out["verdicts_consecutive"] = calib.verdict_accuracy(nightly)
         out["consecutive"] = [{"later": i, "earlier": j, "verdict": v["verdict"], "true_gap": v["gap"]}
