@@ -13,7 +13,8 @@ from enigma.agents.config import HFSettings
 from enigma.agents.hf import HFAgent
 from enigma.lm.config import LMConfig, MixConfig
 from enigma.lm.corpus import examples, mix, top_agents
-from enigma.lm.train import build_checkpoints, encode
+from enigma.lm.train import encode
+from enigma.pipeline.checkpoints import build_checkpoints
 from tests.pipeline.conftest import build_store
 
 TINY = dict(vocab_size=300, n_layer=1, n_embd=16, n_head=2, max_tokens=96, batch_size=2, warmup_steps=1)
@@ -73,3 +74,24 @@ def test_checkpoints_load_as_hf_agents_prompted_as_trained_and_a_build_resumes(t
     said.clear()
     build_checkpoints(tmp_path / "store", tmp_path / "ckpt", tmp_path / "record.json", cfg, threads=1, say=said.append)
     assert said == ["all: 2 checkpoints already saved", "noisy: 2 checkpoints already saved"]
+
+
+def test_mixes_trained_side_by_side_in_processes_give_the_same_bits_and_a_lost_mix_is_retrained(tmp_path):
+    build_store(n_agents=3, per_agent=4).write(tmp_path / "store")
+    cfg = LMConfig(**TINY, save_at=[2], mixes={"all": MixConfig(), "better": MixConfig(top_share=0.5)})
+    build_checkpoints(tmp_path / "store", tmp_path / "one", tmp_path / "one.json", cfg, threads=1, workers=1)
+    build_checkpoints(tmp_path / "store", tmp_path / "two", tmp_path / "two.json", cfg, threads=1, workers=2)
+    assert (tmp_path / "one.json").read_bytes() == (tmp_path / "two.json").read_bytes()
+    for name in ["all-step00002", "better-step00002"]:
+        for f in ["model.safetensors", "tokenizer.json"]:
+            assert (tmp_path / "one" / name / f).read_bytes() == (tmp_path / "two" / name / f).read_bytes(), (name, f)
+    # a mix whose checkpoint went missing is trained again, alone, to the same bits
+    before = (tmp_path / "two" / "better-step00002" / "model.safetensors").read_bytes()
+    import shutil
+
+    shutil.rmtree(tmp_path / "two" / "better-step00002")
+    said: list[str] = []
+    build_checkpoints(tmp_path / "store", tmp_path / "two", tmp_path / "two.json", cfg, threads=1, workers=2,
+                      say=said.append)
+    assert said == ["all: 1 checkpoints already saved"]
+    assert (tmp_path / "two" / "better-step00002" / "model.safetensors").read_bytes() == before

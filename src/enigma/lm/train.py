@@ -4,7 +4,8 @@
 The loss is on the reply's tokens only (and its end token): the model learns to answer, not to
 speak for the customer. Every run starts from the same seeded initialisation and draws its
 batches from its own seeded stream, so a build is reproducible on a given thread count; torch
-runs on ``threads`` threads (its parallel reductions' last bits depend on that count)."""
+runs on ``threads`` threads in each process (its parallel reductions' last bits depend on that
+count, not on how many processes share the mixes)."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ import numpy as np
 
 from enigma.agents.hf import chat_messages
 from enigma.lm.config import LMConfig, checkpoint_name
-from enigma.lm.corpus import Example, examples, mix
+from enigma.lm.corpus import Example, mix
 from enigma.store.experience import ExperienceStore
 
 MAX_REPLY_TOKENS = 64  # a longer logged reply is cut (the agents are sampled with fewer new tokens)
@@ -95,45 +96,41 @@ def train_mix(model, tokenizer, data: list[tuple[list[int], int]], cfg: LMConfig
             losses = []
 
 
-def build_checkpoints(store_dir: str | Path, out: str | Path, record_file: str | Path, cfg: LMConfig, threads: int = 2,
-                      say: Callable[[str], None] = print) -> dict:
-    """Every checkpoint of ``cfg`` into ``out/<mix>-step<N>/`` (a tokenizer and a model, loadable as
-    ``hf:<dir>``: ``out`` is a registry folder of the nightly job), and ``record_file`` (JSON: their
-    mixes, steps, training losses and sizes). A mix whose checkpoints are all saved is not trained
-    again (an interrupted build resumes)."""
+def train_run(store_dir: str | Path, out: str | Path, tokenizer, cfg: LMConfig, k: int, threads: int) -> dict:
+    """Train mix number ``k`` of ``cfg`` on ``threads`` torch threads and save its checkpoints
+    into ``out/<mix>-step<N>/`` (a tokenizer and a model, loadable as ``hf:<dir>``); returns their
+    record entries (mix, step, training loss, size). Each mix depends on nothing but its own
+    seeds, so the mixes may train side by side in processes of their own."""
     import torch
-
-    from enigma.lm.tokenizer import train_tokenizer
 
     torch.set_num_threads(threads)
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    store = ExperienceStore.open(store_dir)
-    texts = store.turns.column("text").to_pylist()
-    tokenizer = train_tokenizer(texts, cfg.vocab_size)
-    record_file = Path(record_file)
-    record = json.loads(record_file.read_text()) if record_file.is_file() else {}
-    for k, (name, mix_cfg) in enumerate(cfg.mixes.items()):
-        names = [checkpoint_name(name, s) for s in cfg.save_at]
-        if all((out / n / "config.json").is_file() and n in record for n in names):
-            say(f"{name}: {len(names)} checkpoints already saved")
-            continue
-        data = [encode(tokenizer, e, cfg) for e in mix(store, mix_cfg, cfg.seed + k)]
-        model = build_model(cfg, tokenizer)
-        t0 = time.perf_counter()
+    name, mix_cfg = list(cfg.mixes.items())[k]
+    data = [encode(tokenizer, e, cfg) for e in mix(ExperienceStore.open(store_dir), mix_cfg, cfg.seed + k)]
+    model = build_model(cfg, tokenizer)
+    entries: dict[str, dict] = {}
+    t0 = time.perf_counter()
 
-        def save(step: int, loss: float, name=name, n_examples=len(data)) -> None:
-            ckpt = checkpoint_name(name, step)
-            tmp = out / f".{ckpt}.tmp"
-            shutil.rmtree(tmp, ignore_errors=True)
-            tokenizer.save_pretrained(tmp)
-            model.save_pretrained(tmp)
-            shutil.rmtree(out / ckpt, ignore_errors=True)
-            tmp.rename(out / ckpt)
-            record[ckpt] = {"mix": name, "step": step, "train_loss": round(loss, 4), "examples": n_examples,
-                            "parameters": sum(p.numel() for p in model.parameters())}
-            record_file.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
-            say(f"{ckpt}: loss {loss:.3f} ({time.perf_counter() - t0:.0f}s)")
+    def save(step: int, loss: float) -> None:
+        ckpt = checkpoint_name(name, step)
+        tmp = out / f".{ckpt}.tmp"
+        shutil.rmtree(tmp, ignore_errors=True)
+        tokenizer.save_pretrained(tmp)
+        model.save_pretrained(tmp)
+        shutil.rmtree(out / ckpt, ignore_errors=True)
+        tmp.rename(out / ckpt)
+        entries[ckpt] = {"mix": name, "step": step, "train_loss": round(loss, 4), "examples": len(data),
+                         "parameters": sum(p.numel() for p in model.parameters())}
+        print(f"{ckpt}: loss {loss:.3f} ({time.perf_counter() - t0:.0f}s)", flush=True)
 
-        train_mix(model, tokenizer, data, cfg, cfg.seed + 1000 + k, save)
-    return {"checkpoints": cfg.checkpoint_names(), "out": str(out), "n_examples": len(examples(store))}
+    train_mix(model, tokenizer, data, cfg, cfg.seed + 1000 + k, save)
+    return entries
+
+
+def mixes_to_train(out: str | Path, record: dict, cfg: LMConfig) -> list[int]:
+    """The mixes (indices into ``cfg.mixes``) with a checkpoint not yet saved and recorded: an
+    interrupted build retrains only those."""
+    out = Path(out)
+    return [k for k, name in enumerate(cfg.mixes)
+            if not all((out / n / "config.json").is_file() and n in record
+                       for n in (checkpoint_name(name, s) for s in cfg.save_at))]

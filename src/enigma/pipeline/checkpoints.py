@@ -11,6 +11,11 @@ model's checkpoints, their truth, their scores as the nightly job makes them, an
   as experience: the nightly job's scoring path (``enigma.pipeline.score``), result files reused
   while their inputs are unchanged.
 - ``report``: see ``enigma.evaluation.checkpoints``.
+
+Training, generation and scoring run in ``pipeline.max_workers`` processes, each on the entry's
+``threads`` torch threads: on 2 cores two processes of one thread generate 1.3 to 1.6 times as
+fast as one of two (studies/results/lm_generation_processes.md), and the bits depend on the
+thread count alone, not on how many processes share the work.
 """
 
 from __future__ import annotations
@@ -18,16 +23,68 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from enigma.params import Params
 from enigma.pipeline.config import CheckpointBenchmark
 
 
-def build(c: CheckpointBenchmark, params: Params, say: Callable[[str], None] = print) -> dict[str, Any]:
-    from enigma.lm.train import build_checkpoints
+def each(workers: int, fn: Callable, jobs: list[tuple]) -> Iterator[tuple[tuple, Any]]:
+    """``(job, fn(*job))`` for every job as it finishes: in ``workers`` spawned processes, or in
+    this one when there is one worker or one job. A job that raises stops the rest (those not yet
+    started are cancelled); the finished ones have been yielded, so a caller saves them first."""
+    if workers <= 1 or len(jobs) <= 1:
+        for job in jobs:
+            yield job, fn(*job)
+        return
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor, as_completed
 
-    return build_checkpoints(c.scored_on.store, c.checkpoints, c.record, c.config.lm, threads=c.config.threads, say=say)
+    from enigma.pipeline.workers import init_worker
+
+    # spawn: a forked child would inherit torch's thread pool state from the parent
+    with ProcessPoolExecutor(min(workers, len(jobs)), mp_context=multiprocessing.get_context("spawn"),
+                             initializer=init_worker) as pool:
+        futures = {pool.submit(fn, *job): job for job in jobs}
+        try:
+            for f in as_completed(futures):
+                yield futures[f], f.result()
+        finally:
+            for f in futures:
+                f.cancel()
+
+
+def build(c: CheckpointBenchmark, params: Params, say: Callable[[str], None] = print) -> dict[str, Any]:
+    return build_checkpoints(c.scored_on.store, c.checkpoints, c.record, c.config.lm, c.config.threads,
+                             params.pipeline.max_workers, say)
+
+
+def build_checkpoints(store_dir: str | Path, out: str | Path, record_file: str | Path, cfg, threads: int = 1,
+                      workers: int = 1, say: Callable[[str], None] = print) -> dict[str, Any]:
+    """Every checkpoint of ``cfg`` (an ``LMConfig``) into ``out/<mix>-step<N>/`` (``out`` is a
+    registry folder of the nightly job) and its record (JSON: mixes, steps, training losses and
+    sizes) into ``record_file``. The tokenizer is trained here once; then every mix not yet saved
+    trains in ``workers`` processes of ``threads`` torch threads, and the record is rewritten as
+    each mix finishes, so an interrupted build retrains only the mixes it had not finished."""
+    from enigma.lm.tokenizer import train_tokenizer
+    from enigma.lm.train import mixes_to_train, train_run
+    from enigma.store.experience import ExperienceStore
+    from enigma.writes import write_text
+
+    out, record_file = Path(out), Path(record_file)
+    out.mkdir(parents=True, exist_ok=True)
+    record = json.loads(record_file.read_text()) if record_file.is_file() else {}
+    todo = mixes_to_train(out, record, cfg)
+    for k, name in enumerate(cfg.mixes):
+        if k not in todo:
+            say(f"{name}: {len(cfg.save_at)} checkpoints already saved")
+    if todo:
+        store = ExperienceStore.open(store_dir)
+        tokenizer = train_tokenizer(store.turns.column("text").to_pylist(), cfg.vocab_size)
+        for _, entries in each(workers, train_run, [(store_dir, out, tokenizer, cfg, k, threads) for k in todo]):
+            record.update(entries)
+            write_text(record_file, json.dumps(record, indent=1, sort_keys=True) + "\n")
+    return {"checkpoints": cfg.checkpoint_names(), "out": str(out)}
 
 
 def checkpoint_dir(c: CheckpointBenchmark, name: str) -> Path:
@@ -42,54 +99,59 @@ def simulate_config(c: CheckpointBenchmark, params: Params):
     return params.with_overrides("simulate", **(c.scored_on.config.source.simulate or {}))
 
 
+def truth_of(c: CheckpointBenchmark, params: Params, name: str) -> str:
+    """One checkpoint's truth and rated dialogues, on the entry's ``threads`` torch threads, into
+    ``dialogues/.partial/<name>.json``; returns the line to print."""
+    import torch
+
+    from enigma.agents.hf import HFAgent
+    from enigma.sim.generate import rollout_rows, true_values
+    from enigma.sim.rng import mix
+    from enigma.writes import write_text
+
+    torch.set_num_threads(c.config.threads)
+    t0 = time.perf_counter()
+    cfg = simulate_config(c, params)
+    agent = HFAgent(checkpoint_dir(c, name), params.sample.agents.hf)
+    seeds = [mix(cfg.seed, "experience", name, i) for i in range(c.config.dialogues_per_agent)]
+    dialogues, turns = rollout_rows(agent, name, seeds, cfg)
+    got = {"dialogues": dialogues, "turns": turns, "truth": true_values(name, cfg, agent)}
+    write_text(c.dialogues / ".partial" / f"{name}.json", json.dumps(got))
+    reward = next(t for t in got["truth"] if t["rating"] == "reward")
+    return (f"{name}: reward {reward['value']:.3f} ± {reward['stderr']:.3f} ({reward['n']} dialogues, "
+            f"{time.perf_counter() - t0:.0f}s)")
+
+
 def truth(c: CheckpointBenchmark, params: Params, say: Callable[[str], None] = print) -> dict[str, Any]:
     """Every checkpoint's true values (``truth.parquet``, as the simulator's) and its first
     ``dialogues_per_agent`` rated dialogues (``dialogues``, a store). Checkpoints done are kept
     under ``dialogues/.partial`` until all are, so an interrupted stage resumes."""
+    import shutil
+
     import pyarrow as pa
     import pyarrow.parquet as pq
-    import torch
 
-    from enigma.agents.hf import HFAgent
-    from enigma.sim.generate import TRUTH_SCHEMA, rollout_rows, true_values
-    from enigma.sim.rng import mix
+    from enigma.sim.generate import TRUTH_SCHEMA
     from enigma.sim.scoring import RATINGS
     from enigma.store import schema as S
     from enigma.store.experience import ExperienceStore
 
-    torch.set_num_threads(c.config.threads)
-    cfg = simulate_config(c, params)
     partial = c.dialogues / ".partial"
     partial.mkdir(parents=True, exist_ok=True)
-    done: dict[str, dict] = {}
-    for name in c.checkpoint_names():
-        f = partial / f"{name}.json"
-        if f.is_file():
-            done[name] = json.loads(f.read_text())
-            continue
-        t0 = time.perf_counter()
-        agent = HFAgent(checkpoint_dir(c, name), params.sample.agents.hf)
-        seeds = [mix(cfg.seed, "experience", name, i) for i in range(c.config.dialogues_per_agent)]
-        dialogues, turns = rollout_rows(agent, name, seeds, cfg)
-        got = {"dialogues": dialogues, "turns": turns, "truth": true_values(name, cfg, agent)}
-        tmp = f.with_suffix(".tmp")
-        tmp.write_text(json.dumps(got))
-        tmp.replace(f)
-        done[name] = got
-        reward = next(t for t in got["truth"] if t["rating"] == "reward")
-        say(f"{name}: reward {reward['value']:.3f} ± {reward['stderr']:.3f} ({reward['n']} dialogues, "
-            f"{time.perf_counter() - t0:.0f}s)")
     names = c.checkpoint_names()
+    todo = [(c, params, n) for n in names if not (partial / f"{n}.json").is_file()]
+    for _, line in each(params.pipeline.max_workers, truth_of, todo):
+        say(line)
+    done = {n: json.loads((partial / f"{n}.json").read_text()) for n in names}
     table = pa.Table.from_pylist([t for n in names for t in done[n]["truth"]], schema=TRUTH_SCHEMA)
     c.truth.parent.mkdir(parents=True, exist_ok=True)
     pq.write_table(table, c.truth)
     store = ExperienceStore(
         pa.Table.from_pylist([d for n in names for d in done[n]["dialogues"]], schema=S.dialogues_schema(list(RATINGS))),
         pa.Table.from_pylist([t for n in names for t in done[n]["turns"]], schema=S.TURNS_SCHEMA), None)
+    cfg = simulate_config(c, params)
     store.write(c.dialogues, manifest={"source": "airline-sim", "checkpoints": str(c.checkpoints),
                                        "simulate": cfg.settings(), "max_agent_turns": cfg.max_agent_turns})
-    import shutil
-
     shutil.rmtree(partial, ignore_errors=True)
     return {"truth": str(c.truth), "dialogues": str(c.dialogues), "checkpoints": len(names)}
 
@@ -134,37 +196,40 @@ def _score_share(c: CheckpointBenchmark, params: Params, jobs: list[tuple[str, s
     return out
 
 
-def scores(c: CheckpointBenchmark, params: Params, progress: bool = False,
-           say: Callable[[str], None] = print) -> dict[str, Any]:
-    """Every checkpoint sampled at the ``scored_on`` store's logged agent turns, then scored by
-    every estimator (``pipeline.max_workers`` processes); returns the failures."""
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-
+def sample_of(c: CheckpointBenchmark, params: Params, name: str, progress: bool = False) -> str:
+    """One checkpoint's replies at every logged agent turn of the ``scored_on`` store, on the
+    entry's ``threads`` torch threads (``targets/<name>.parquet``); returns the line to print."""
     import torch
 
     from enigma.pipeline.sample import sample_spec
-    from enigma.pipeline.workers import init_worker
 
-    check_estimators(c, params)
     torch.set_num_threads(c.config.threads)
+    t0 = time.perf_counter()
+    sample_spec(c.scored_on.store, f"hf:{checkpoint_dir(c, name)}", targets_path(c, name), params.sample,
+                progress=progress)
+    return f"{name}: replies at the logged states ({time.perf_counter() - t0:.0f}s)"
+
+
+def scores(c: CheckpointBenchmark, params: Params, progress: bool = False,
+           say: Callable[[str], None] = print) -> dict[str, Any]:
+    """Every checkpoint sampled at the ``scored_on`` store's logged agent turns (the sampler's
+    cache keeps what an interrupted run drew), then scored by every estimator; both in
+    ``pipeline.max_workers`` processes. Returns the failures."""
+    check_estimators(c, params)
     names = c.checkpoint_names()
-    for name in names:
-        t0 = time.perf_counter()
-        sample_spec(c.scored_on.store, f"hf:{checkpoint_dir(c, name)}", targets_path(c, name), params.sample,
-                    progress=progress)
-        say(f"{name}: replies at the logged states ({time.perf_counter() - t0:.0f}s)")
+    workers = params.pipeline.max_workers
+    # a progress bar per process would interleave; the finished checkpoints are printed instead
+    for _, line in each(workers, sample_of, [(c, params, n, progress and workers <= 1) for n in names]):
+        say(line)
     c.results_dir.mkdir(parents=True, exist_ok=True)
     jobs = [(n, e) for e in c.config.estimators for n in names]
-    workers = params.pipeline.max_workers
     t0 = time.perf_counter()
     if workers <= 1:
+        import torch
+
         torch.set_num_threads(1)
-        done = _score_share(c, params, jobs)
-    else:
-        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"), initializer=init_worker) as pool:
-            done = [r for f in [pool.submit(_score_share, c, params, jobs[i::workers]) for i in range(workers)]
-                    for r in f.result()]
+    shares = [(c, params, jobs[i::workers]) for i in range(max(1, workers))]
+    done = [r for _, got in each(workers, _score_share, shares) for r in got]
     failed = [r for r in done if r["error"]]
     for r in failed:
         say(f"{r['estimator']} / {r['checkpoint']}: FAILED ({r['error']})")
