@@ -12,10 +12,10 @@ model's checkpoints, their truth, their scores as the nightly job makes them, an
   while their inputs are unchanged.
 - ``report``: see ``enigma.evaluation.checkpoints``.
 
-Training, generation and scoring run in ``pipeline.max_workers`` processes, each on the entry's
-``threads`` torch threads: on 2 cores two processes of one thread generate 1.3 to 1.6 times as
-fast as one of two (studies/results/lm_generation_processes.md), and the bits depend on the
-thread count alone, not on how many processes share the work.
+Generation and scoring run in ``pipeline.max_workers`` processes and training in one per data mix,
+each process on the entry's ``threads`` torch threads: on 2 cores two processes of one thread
+generate 1.3 to 1.6 times as fast as one of two (studies/results/lm_generation_processes.md), and
+the bits depend on the thread count alone, not on how many processes share the work.
 """
 
 from __future__ import annotations
@@ -64,8 +64,9 @@ def build_checkpoints(store_dir: str | Path, out: str | Path, record_file: str |
     """Every checkpoint of ``cfg`` (an ``LMConfig``) into ``out/<mix>-step<N>/`` (``out`` is a
     registry folder of the nightly job) and its record (JSON: mixes, steps, training losses and
     sizes) into ``record_file``. The tokenizer is trained here once; then every mix not yet saved
-    trains in ``workers`` processes of ``threads`` torch threads, and the record is rewritten as
-    each mix finishes, so an interrupted build retrains only the mixes it had not finished."""
+    trains in a process of its own (``workers`` > 1; else one after another here) on ``threads``
+    torch threads, and the record is rewritten as each mix finishes, so an interrupted build
+    retrains only the mixes it had not finished."""
     from enigma.lm.tokenizer import train_tokenizer
     from enigma.lm.train import mixes_to_train, train_run
     from enigma.store.experience import ExperienceStore
@@ -81,7 +82,11 @@ def build_checkpoints(store_dir: str | Path, out: str | Path, record_file: str |
     if todo:
         store = ExperienceStore.open(store_dir)
         tokenizer = train_tokenizer(store.turns.column("text").to_pylist(), cfg.vocab_size)
-        for _, entries in each(workers, train_run, [(store_dir, out, tokenizer, cfg, k, threads) for k in todo]):
+        # A mix is one run that cannot be split: in a pool of 2 on 2 cores, the third of 3 mixes
+        # trains alone with a core idle. So every mix gets a process of its own and they share the
+        # cores; the bits depend on ``threads`` only.
+        side_by_side = len(todo) if workers > 1 else 1
+        for _, entries in each(side_by_side, train_run, [(store_dir, out, tokenizer, cfg, k, threads) for k in todo]):
             record.update(entries)
             write_text(record_file, json.dumps(record, indent=1, sort_keys=True) + "\n")
     return {"checkpoints": cfg.checkpoint_names(), "out": str(out)}
