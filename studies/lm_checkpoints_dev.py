@@ -6,8 +6,10 @@ as a study result: the figures a change meant for learned checkpoints is chosen 
 
     .venv/bin/python studies/lm_checkpoints_dev.py
 
-It reads the product's airline benchmark (``dvc repro report@airline`` first). A stage already
-done is skipped by the stages themselves (each resumes), so an interrupted run goes on.
+It reads the product's airline benchmark (``dvc repro report@airline`` first). Training, the
+sampler and the scores resume where an interrupted run stopped; the truth stage keeps the
+checkpoints it finished until all are. ``--write-only`` writes the result files from the built
+report again without running a stage.
 """
 
 from __future__ import annotations
@@ -20,6 +22,10 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from studies.provenance import code_version  # noqa: E402
+from studies.result_files import RESULTS, write_result  # noqa: E402
 STAGES = ["checkpoints", "checkpoint-truth", "checkpoint-scores", "checkpoint-report"]
 
 
@@ -28,10 +34,11 @@ def main() -> None:
     ap.add_argument("--name", default="airline-lm-dev")
     ap.add_argument("--params", default="studies/params.yaml")
     ap.add_argument("--tag", default="lm_checkpoints_dev")
+    ap.add_argument("--write-only", action="store_true", help="the result files from the built report; no stage runs")
     args = ap.parse_args()
     enigma = str(Path(sys.executable).with_name("enigma"))
     seconds = {}
-    for stage in STAGES:
+    for stage in [] if args.write_only else STAGES:
         t0 = time.perf_counter()
         subprocess.run([enigma, "stage", stage, args.name, "--params", args.params, "--no-progress"], cwd=ROOT, check=True)
         seconds[stage] = round(time.perf_counter() - t0, 1)
@@ -41,19 +48,19 @@ def main() -> None:
 
     c = Params.load(ROOT / args.params).checkpoint_benchmark(args.name)
     page = (ROOT / c.report_dir / "index.md").read_text().split("\n", 1)[1]  # its title is replaced below
-    out = ROOT / "studies" / "results"
+    page = page.replace("[summary.json](summary.json)", f"[{args.tag}.json]({args.tag}.json) (its `summary`)")
     reproduce = f".venv/bin/python studies/lm_checkpoints_dev.py --name {args.name} --params {args.params}"
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
-    times = " | ".join(f"{s} {v / 60:.1f} min" for s, v in seconds.items())
-    (out / f"{args.tag}.md").write_text(
-        f"# {args.name}: the dev twin of airline-lm, as it came (dev data: chosen on)\n\n"
-        f"`{reproduce}` (commit {commit}); stage times on 2 cores, where a stage had work left: {times}.\n"
-        f"The checkpoints, truth and results are in data/{args.name}/ (not tracked); the page in {c.report_dir}/.\n"
-        + page)
+    commit = code_version(ROOT)
+    last = RESULTS / f"{args.tag}.json"
+    if args.write_only and last.is_file():  # the stage times of the run that built it
+        seconds = json.loads(last.read_text()).get("seconds", {})
+    times = " | ".join(f"{s} {v / 60:.1f} min" for s, v in seconds.items()) or "not recorded"
+    lines = [f"# {args.name}: the dev twin of airline-lm, as it came (dev data: chosen on)", "",
+             f"`{reproduce}` (code {commit}); stage times on 2 cores, where a stage had work left: {times}.",
+             f"The checkpoints, truth and results are in data/{args.name}/ (not tracked); the page in {c.report_dir}/.",
+             page]
     summary = json.loads((ROOT / c.report_dir / "summary.json").read_text())
-    (out / f"{args.tag}.json").write_text(json.dumps(
-        {"reproduce": reproduce, "commit": commit, "seconds": seconds, "summary": summary}, indent=1) + "\n")
-    print(f"-> {out / f'{args.tag}.md'}")
+    write_result(args.tag, lines, {"reproduce": reproduce, "code": commit, "seconds": seconds, "summary": summary})
 
 
 if __name__ == "__main__":
