@@ -29,6 +29,27 @@ from studies.result_files import RESULTS, write_result  # noqa: E402
 STAGES = ["checkpoints", "checkpoint-truth", "checkpoint-scores", "checkpoint-report"]
 
 
+def value_parts(results: Path, truth: dict[str, dict[str, float]]) -> list[str]:
+    """ENIGMA's value and its two parts per rating (``dr``, the reported one; ``q``, the fitted Q's
+    alone; ``weighted``, the ratio's alone) against the truth: which part ranks the checkpoints."""
+    from scipy.stats import pearsonr, spearmanr
+
+    values: dict[str, dict[str, dict]] = {}
+    for f in sorted((results / "enigma").glob("*.json")):
+        for r in json.loads(f.read_text())["rows"]:
+            values.setdefault(r["rating"], {})[r["agent_id"]] = json.loads(r["diagnostics"])["all"]["values"][r["rating"]]
+    lines = ["## ENIGMA's value and its parts", "",
+             "| rating | part | Pearson | Spearman | range |", "|---|---|---|---|---|"]
+    for rating, by_agent in values.items():
+        names = sorted(by_agent)
+        t = [truth[n][rating] for n in names]
+        for part in ("dr", "q", "weighted"):
+            v = [by_agent[n][part] for n in names]
+            lines.append(f"| {rating} | {part} | {pearsonr(v, t)[0]:+.3f} | {spearmanr(v, t)[0]:+.3f} | "
+                         f"{min(v):.3f} to {max(v):.3f} |")
+    return lines + [""]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--name", default="airline-lm-dev")
@@ -60,6 +81,7 @@ def main() -> None:
              f"The checkpoints, truth and results are in data/{args.name}/ (not tracked); the page in {c.report_dir}/.",
              page]
     summary = json.loads((ROOT / c.report_dir / "summary.json").read_text())
+    lines += value_parts(ROOT / c.results_dir, {k["name"]: k["truth"] for k in summary["checkpoints"]})
     write_result(args.tag, lines, {"reproduce": reproduce, "code": commit, "seconds": seconds, "summary": summary})
 
 
