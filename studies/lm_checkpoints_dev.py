@@ -30,23 +30,25 @@ STAGES = ["checkpoints", "checkpoint-truth", "checkpoint-scores", "checkpoint-re
 
 
 def value_parts(results: Path, truth: dict[str, dict[str, float]]) -> list[str]:
-    """ENIGMA's value and its two parts per rating (``dr``, the reported one; ``q``, the fitted Q's
-    alone; ``weighted``, the ratio's alone) against the truth: which part ranks the checkpoints."""
+    """Each ENIGMA row's value and its two parts per rating (``dr``, the reported one; ``q``, the
+    fitted Q's alone; ``weighted``, the ratio's alone) against the truth: which part ranks the
+    checkpoints, and whether a row without a block ranks them better."""
     from scipy.stats import pearsonr, spearmanr
 
-    values: dict[str, dict[str, dict]] = {}
-    for f in sorted((results / "enigma").glob("*.json")):
-        for r in json.loads(f.read_text())["rows"]:
-            values.setdefault(r["rating"], {})[r["agent_id"]] = json.loads(r["diagnostics"])["all"]["values"][r["rating"]]
-    lines = ["## ENIGMA's value and its parts", "",
-             "| rating | part | Pearson | Spearman | range |", "|---|---|---|---|---|"]
-    for rating, by_agent in values.items():
-        names = sorted(by_agent)
-        t = [truth[n][rating] for n in names]
-        for part in ("dr", "q", "weighted"):
-            v = [by_agent[n][part] for n in names]
-            lines.append(f"| {rating} | {part} | {pearsonr(v, t)[0]:+.3f} | {spearmanr(v, t)[0]:+.3f} | "
-                         f"{min(v):.3f} to {max(v):.3f} |")
+    lines = ["## ENIGMA's value and its parts, per row", "",
+             "| estimator | rating | part | Pearson | Spearman | range |", "|---|---|---|---|---|---|"]
+    for folder in sorted(d for d in results.iterdir() if d.name.startswith("enigma")):
+        values: dict[str, dict[str, dict]] = {}
+        for f in sorted(folder.glob("*.json")):
+            for r in json.loads(f.read_text())["rows"]:
+                values.setdefault(r["rating"], {})[r["agent_id"]] = json.loads(r["diagnostics"])["all"]["values"][r["rating"]]
+        for rating, by_agent in values.items():
+            names = sorted(by_agent)
+            t = [truth[n][rating] for n in names]
+            for part in ("dr", "q", "weighted"):
+                v = [by_agent[n][part] for n in names]
+                lines.append(f"| {folder.name} | {rating} | {part} | {pearsonr(v, t)[0]:+.3f} | {spearmanr(v, t)[0]:+.3f} | "
+                             f"{min(v):.3f} to {max(v):.3f} |")
     return lines + [""]
 
 
