@@ -52,13 +52,33 @@ def value_parts(results: Path, truth: dict[str, dict[str, float]]) -> list[str]:
     return lines + [""]
 
 
+def estimators_params(params: Path, name: str, estimators: list[str], out_dir: Path = ROOT / "data" / "work") -> Path:
+    """A params file beside the results (untracked, under data/work) that is ``params`` with
+    ``estimators`` as the checkpoint benchmark's list: a study of a few rows scores those and
+    reuses the results the benchmark already has."""
+    import yaml
+
+    out = out_dir / f"{name}-estimators.yaml"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(yaml.safe_dump({"extends": str(params.resolve()),
+                                   "checkpoint_benchmarks": {name: {"estimators": list(estimators)}}}))
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--name", default="airline-lm-dev")
     ap.add_argument("--params", default="studies/params.yaml")
     ap.add_argument("--tag", default="lm_checkpoints_dev")
     ap.add_argument("--write-only", action="store_true", help="the result files from the built report; no stage runs")
+    ap.add_argument("--estimators", nargs="+", default=None,
+                    help="score these estimators only (a row's study), through a params file that extends --params "
+                         "with this list as the benchmark's estimators; the ones already scored are reused")
     args = ap.parse_args()
+    reproduce = f".venv/bin/python studies/lm_checkpoints_dev.py --name {args.name} --params {args.params}"
+    if args.estimators:
+        reproduce += " --estimators " + " ".join(args.estimators)
+        args.params = str(estimators_params(ROOT / args.params, args.name, args.estimators))
     enigma = str(Path(sys.executable).with_name("enigma"))
     seconds = {}
     for stage in [] if args.write_only else STAGES:
@@ -72,7 +92,6 @@ def main() -> None:
     c = Params.load(ROOT / args.params).checkpoint_benchmark(args.name)
     page = (ROOT / c.report_dir / "index.md").read_text().split("\n", 1)[1]  # its title is replaced below
     page = page.replace("[summary.json](summary.json)", f"[{args.tag}.json]({args.tag}.json) (its `summary`)")
-    reproduce = f".venv/bin/python studies/lm_checkpoints_dev.py --name {args.name} --params {args.params}"
     commit = code_version(ROOT)
     last = RESULTS / f"{args.tag}.json"
     if args.write_only and last.is_file():  # the stage times of the run that built it
