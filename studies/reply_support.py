@@ -130,6 +130,9 @@ def main() -> None:
         margin = 0.1 * (hi - lo)
         out = [m for m in measures if table.loc[a, m] < lo[m] - margin[m] or table.loc[a, m] > hi[m] + margin[m]]
         table.loc[a, "outside"] = ", ".join(out)
+        # how far, in the other sellers' own spread: the largest |z| over the measures
+        sd = others.std().replace(0, np.nan)
+        table.loc[a, "max_z"] = float(((table.loc[a, measures].astype(float) - others.mean()) / sd).abs().max())
 
     # ENIGMA's error per agent (estimate - truth, mean |.| over the ratings): the dev rows' default
     # for the sellers, the checkpoint benchmark's enigma results for the checkpoints
@@ -154,13 +157,19 @@ def main() -> None:
              "first sample, averaged. err_*: ENIGMA's estimate minus the truth "
              "(the dev rows' default for the sellers, today's enigma for the checkpoints). Dev data only.", "",
              "`outside`: the measures on which an agent lies beyond the range the other dev sellers span, by more "
-             "than a tenth of that range.", "", table.round(3).to_markdown(), ""]
+             "than a tenth of that range; `max_z`: the largest |z| over the measures against the other dev sellers' "
+             "mean and standard deviation.", "", table.round(3).to_markdown(), ""]
     for kind, g in table.groupby("kind"):
         rho = spearmanr(g.median_nn, g.mean_abs_err)[0]
         lines.append(f"- {kind}: median nearest-neighbour similarity {g.median_nn.min():.3f} to {g.median_nn.max():.3f}; "
                      f"Spearman(similarity, mean |error|) {rho:+.2f} over {len(g)} agents")
     for kind, g in table.groupby("kind"):
         lines.append(f"- {kind}: {(g.outside != '').sum()} of {len(g)} outside the other dev sellers' range on some measure")
+    z_sellers = table[table.kind != "checkpoint"].max_z
+    z_checkpoints = table[table.kind == "checkpoint"].max_z
+    lines.append(f"- max_z (the largest |z| over the measures, against the other dev sellers' mean and sd): dev sellers "
+                 f"{z_sellers.min():.1f} to {z_sellers.max():.1f}, checkpoints {z_checkpoints.min():.1f} to {z_checkpoints.max():.1f}; "
+                 f"checkpoints above every seller: {(z_checkpoints > z_sellers.max()).sum()} of {len(z_checkpoints)}")
     lowest = table[table.kind != "checkpoint"].median_nn.min()
     below = table[(table.kind == "checkpoint") & (table.median_nn < lowest)]
     lines.append(f"- checkpoints below every dev seller's median ({lowest:.3f}): {len(below)} of "
