@@ -113,8 +113,9 @@ def main() -> None:
                 for d, g in turns.sort_values(["dialog_id", "turn_index"]).groupby("dialog_id")}
     rows = []
     for a, r in replies.items():
-        pool = sorted(set(logged.text[logged.agent_id != a]))
-        copied = float(np.mean([t in set(pool) for t in r]))
+        others = set(logged.text[logged.agent_id != a])
+        pool = sorted(others)
+        copied = float(np.mean([t in others for t in r]))
         rows.append({"agent": a, "kind": "checkpoint" if a in checkpoints else "seller (dev half)", **agent_support(r, pool, vec),
                      "copied": copied, **wording_means(frames[a][frames[a].sample_index == 0], dialogue)})
     table = pd.DataFrame(rows).set_index("agent")
