@@ -22,7 +22,6 @@ and ``studies/lm_checkpoints_dev.py``'s build.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -80,7 +79,9 @@ def main() -> None:
 
     from scipy.stats import spearmanr
 
+    from enigma.dialogue import Turn
     from enigma.encoders.text_cache import EmbeddingCache
+    from enigma.evaluation.results import read_results
     from enigma.evaluation.split import split_agents
     from enigma.params import Params
 
@@ -106,8 +107,6 @@ def main() -> None:
                            max_length=c.max_length, shard_size=c.shard_size, progress=False)
     texts = sorted(set(logged.text) | {t for r in replies.values() for t in r})
     vec = dict(zip(texts, cache.embed(texts)))
-
-    from enigma.dialogue import Turn
 
     dialogue = {d: [Turn(role=r, text=x) for r, x in zip(g.role, g.text)]
                 for d, g in turns.sort_values(["dialog_id", "turn_index"]).groupby("dialog_id")}
@@ -137,15 +136,14 @@ def main() -> None:
 
     # ENIGMA's error per agent (estimate - truth, mean |.| over the ratings): the dev rows' default
     # for the sellers, the checkpoint benchmark's enigma results for the checkpoints
-    sources = [(ROOT / args.dev_rows / args.benchmark / "default" / "enigma", truth),
-               (data / args.checkpoints / "results" / "enigma", pd.read_parquet(data / args.checkpoints / "truth.parquet"))]
+    sources = [(ROOT / args.dev_rows / args.benchmark / "default", truth),
+               (data / args.checkpoints / "results", pd.read_parquet(data / args.checkpoints / "truth.parquet"))]
     for folder, t in sources:
-        tv = t.set_index(["agent_id", "rating"])["value"]
-        for f in folder.glob("*.json"):
-            for r in json.loads(f.read_text()).get("rows", []):
-                if r["agent_id"] in table.index and r["estimate"] is not None:
-                    err = r["estimate"] - tv[(r["agent_id"], r["rating"])]
-                    table.loc[r["agent_id"], f"err_{r['rating']}"] = err
+        got = read_results(folder)
+        got = got[(got.estimator == "enigma") & got.agent_id.isin(table.index) & got.estimate.notna()]
+        got = got.merge(t[["agent_id", "rating", "value"]], on=["agent_id", "rating"])
+        for r in got.itertuples():
+            table.loc[r.agent_id, f"err_{r.rating}"] = r.estimate - r.value
     errs = table.filter(like="err_")
     table["mean_abs_err"] = errs.abs().mean(axis=1)
     table = table.sort_values(["kind", "median_nn"])
@@ -164,7 +162,6 @@ def main() -> None:
         rho = spearmanr(g.median_nn, g.mean_abs_err)[0]
         lines.append(f"- {kind}: median nearest-neighbour similarity {g.median_nn.min():.3f} to {g.median_nn.max():.3f}; "
                      f"Spearman(similarity, mean |error|) {rho:+.2f} over {len(g)} agents")
-    for kind, g in table.groupby("kind"):
         lines.append(f"- {kind}: {(g.outside != '').sum()} of {len(g)} outside the other dev sellers' range on some measure")
     z_sellers = table[table.kind != "checkpoint"].max_z
     z_checkpoints = table[table.kind == "checkpoint"].max_z
