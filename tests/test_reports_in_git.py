@@ -1,10 +1,13 @@
 """What git keeps of the reports, as a fresh clone has it: each main report's summary.json,
-index.html and headline figures, within a size budget; the full reports are DVC outputs, not
-git's; and no tracked report page links to a file that git does not track (a reader of a fresh
-clone would find it broken). Markdown links: tests/test_markdown_links.py."""
+index.html and headline figures, and airline's and See 2019's full summary.json and index.html,
+within a size budget; the full reports' figures are DVC outputs, not git's; and no tracked report
+page links to a file that git does not track (a reader of a fresh clone would find it broken),
+except a full page's figures, which the page says are DVC outputs. Markdown links:
+tests/test_markdown_links.py."""
 
 from __future__ import annotations
 
+import json
 import posixpath
 import re
 import subprocess
@@ -16,9 +19,14 @@ import yaml
 from tests.conftest import REPO_ROOT
 
 # Tracked reports/ may not grow past this: 5 MiB since issue 59, 6 MB since issue 73, whose full
-# reports' summaries and pages are to be tracked too (their per-estimator figures stay in DVC).
+# reports' summaries and pages are tracked too (their per-estimator figures stay in DVC).
 # Apparent bytes of the working-tree files git tracks.
 REPORTS_BUDGET_BYTES = 6_000_000
+
+# the benchmarks whose full report's page and summary git keeps (.gitignore): every seed
+# comparator beside ENIGMA, on the simulator and on real ratings (issue 73)
+TRACKED_FULL = ("airline", "see2019")
+FULL_FIGURES = re.compile(r"reports/[^/]+_full/figures/[^/]+")
 
 
 def _tracked(*paths: str) -> list[str]:
@@ -50,6 +58,10 @@ def _resolve(page: str, link: str) -> str | None:
     return posixpath.normpath(posixpath.join(posixpath.dirname(page), urllib.parse.unquote(parts.path)))
 
 
+def html_text(page: str) -> str:
+    return (REPO_ROOT / page).read_text(encoding="utf-8")
+
+
 def test_every_link_of_every_tracked_report_page_is_a_tracked_file():
     tracked = _tracked()
     known = set(tracked)
@@ -57,12 +69,17 @@ def test_every_link_of_every_tracked_report_page_is_a_tracked_file():
     assert pages, "no report page tracked under reports/"
     for page in pages:
         html = _Links()
-        html.feed((REPO_ROOT / page).read_text(encoding="utf-8"))
+        text = html_text(page)
+        html.feed(text)
         assert html.links, f"{page}: no links at all (not a report page?)"
         for link in html.links:
             target = _resolve(page, link)
             if target is None:  # an anchor: the page must have it
                 assert urllib.parse.urlsplit(link).fragment in html.ids, f"{page}: {link!r} names no element on the page"
+            elif page.endswith("_full/index.html") and FULL_FIGURES.fullmatch(target):
+                # a full page's figure: a DVC output (the test below), and the page says so
+                assert target.startswith(posixpath.dirname(page) + "/"), f"{page} links another report's figure {link!r}"
+                assert "DVC outputs" in text, f"{page} does not say its figures are DVC outputs"
             else:
                 assert target in known, f"{page} links {link!r} ({target}), which git does not track"
 
@@ -91,15 +108,23 @@ def test_tracked_reports_stay_within_the_budget():
         f"largest: {[(p, sizes[p]) for p in largest]}")
 
 
-def test_the_full_reports_are_dvc_outputs_and_not_in_git():
+def test_the_full_reports_figures_are_dvc_outputs_and_their_pages_are_gits_for_airline_and_see2019():
     stages = yaml.safe_load((REPO_ROOT / "dvc.yaml").read_text())["stages"]
-    (full_out,) = stages["report_full"]["do"]["outs"]
-    ((path, opts),) = full_out.items()
-    assert path.endswith("_full") and opts.get("cache", True) is True, full_out
+    outs = {p: (o or {}) for out in stages["report_full"]["do"]["outs"] for p, o in out.items()}
+    full = "${report.out_dir}/${key}_full"
+    assert outs == {f"{full}/summary.json": {"cache": False}, f"{full}/index.html": {"cache": False},
+                    f"{full}/figures": {"cache": True}}, outs
     (main_out,) = stages["report"]["do"]["outs"]
     assert next(iter(main_out.values())).get("cache") is False  # the main report is git's
-    full = [p for p in _tracked("reports") if re.match(r"reports/[^/]+_full/", p)]
-    assert full == [], "full reports tracked by git"
-    ignored = subprocess.run(["git", "check-ignore", "-q", "--no-index", "reports/any-benchmark_full/index.html"],
-                             cwd=REPO_ROOT)
-    assert ignored.returncode == 0, "git does not ignore reports/<benchmark>_full/"
+    tracked = [p for p in _tracked("reports") if re.match(r"reports/[^/]+_full/", p)]
+    expected = {f"reports/{b}_full/{f}" for b in TRACKED_FULL for f in ("summary.json", "index.html")}
+    assert set(tracked) == expected, "the tracked full reports: airline's and See 2019's page and summary"
+    for b in TRACKED_FULL:
+        summary = json.loads((REPO_ROOT / f"reports/{b}_full/summary.json").read_text())
+        assert summary["benchmark"] == b and len(summary["estimators"]) > len(
+            json.loads((REPO_ROOT / f"reports/{b}/summary.json").read_text())["estimators"]), f"{b}: not a full report"
+    def ignored(path):
+        return subprocess.run(["git", "check-ignore", "-q", "--no-index", path], cwd=REPO_ROOT).returncode == 0
+    assert ignored("reports/any-benchmark_full/index.html"), "git does not ignore another benchmark's full report"
+    assert ignored("reports/airline_full/figures/overview.png"), "git does not ignore a full report's figures"
+    assert not ignored("reports/airline_full/index.html"), "git ignores airline's full page"

@@ -68,7 +68,10 @@ def test_every_benchmark_gets_every_stage_with_key_level_params_and_its_code(tmp
         assert outs["store"] == {str(b.store), str(b.truth)}
         assert outs["rollouts"] == {str(b.data_dir / "rollouts")} and outs["sample"] == {str(b.targets_dir)}
         assert outs["train"] == {str(b.results_dir())} and outs["train_full"] == {str(b.results_dir(full=True))}
-        assert outs["report"] == {str(b.report_dir())} and outs["report_full"] == {str(b.report_dir(full=True))}
+        # the full report: its page and summary (git's where .gitignore lets them in), its figures (DVC's)
+        full = b.report_dir(full=True)
+        assert outs["report"] == {str(b.report_dir())} and outs["report_full"] == {
+            str(full / "summary.json"), str(full / "index.html"), str(full / "figures")}
         # the store stage depends on what the store is made from (raw logs, or the simulator's code)
         assert str(b.config.source.path) in {d.def_path for d in stages[f"store@{name}"].deps}
     for name in params.checkpoint_benchmarks:

@@ -121,16 +121,19 @@ def test_without_full_estimators_the_full_stages_give_the_main_report(workspace)
     assert full["estimators"] == main["estimators"] and full["benchmark"] == "tiny"
     # The main report (git's) draws the headline figures: the overview and, with no ENIGMA in it,
     # the first-ranked estimator's; its page names the full report's stage in plain text. The full
-    # report (a DVC output) draws every estimator's.
+    # report draws every estimator's, and its page says they are DVC outputs and which stage draws them.
     from enigma.evaluation.report import slugs
 
     first = main["ranking"][0]["estimator"]
     shown = sorted(p.name for p in (workspace["report"] / "figures").glob("*.png"))
     assert shown == sorted(["overview.png", f"{slugs([first])[first]}_vs_truth.png", f"{slugs([first])[first]}_error.png"])
     page = (workspace["report"] / "index.html").read_text()
-    assert "dvc repro report_full@tiny builds it" in page and 'href="#est-' + slugs([first])[first] in page
+    assert "dvc repro report_full@tiny builds them" in page and 'href="#est-' + slugs([first])[first] in page
+    assert "Headline figures" in page
     assert len(list((workspace["root"] / "reports" / "tiny_full" / "figures").glob("*.png"))) == 1 + 2 * len(full["estimators"])
-    assert "dvc repro report_full@tiny" not in (workspace["root"] / "reports" / "tiny_full" / "index.html").read_text()
+    full_page = (workspace["root"] / "reports" / "tiny_full" / "index.html").read_text()
+    assert "figures are DVC outputs" in full_page and "dvc repro report_full@tiny draws them" in full_page
+    assert "Figures per estimator" in full_page and "Headline figures" not in full_page
 
 
 def test_a_result_file_of_an_estimator_no_longer_listed_is_not_reported(workspace):

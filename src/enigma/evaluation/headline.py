@@ -14,7 +14,7 @@ from enigma.evaluation.split import HALVES
 
 def split_headline(halves: dict[str, list[str]], ranking: dict[str, list[str]], scores: dict[str, dict[str, EstimatorScore]],
                    comparison: dict[str, dict[str, Any]], cfg: ReportConfig) -> str:
-    """The test half first (the agents no choice read), then the dev half, in one sentence each."""
+    """The test half first (the agents no rule of choice reads), then the dev half, in one sentence each."""
     enigma = cfg.enigma_estimator
     stat = cfg.rank_by[len("mean_") :]
     parts = []
@@ -22,7 +22,9 @@ def split_headline(halves: dict[str, list[str]], ranking: dict[str, list[str]], 
         order, sc = ranking[h], scores[h]
         if not order or not halves[h]:
             continue
-        what = "which no choice read" if h == "test" else "where choices are made"
+        # the test half has been seen (every report shows it), so the label says only what is true:
+        # no rule of choice reads it
+        what = "which no rule of choice reads" if h == "test" else "where choices are made"
         text = f"{h.capitalize()} half ({len(halves[h])} agents, {what}):"
         if enigma in sc:
             e = sc[enigma]

@@ -83,7 +83,7 @@ the partial Pearson with the truth beyond it.</p>
 {% if s.split_ranking %}<h2>The test half first, the dev half beside it</h2>
 <p>The agents are split once into a test half ({{ s.splits.test | length }} agents) and a dev half ({{ s.splits.dev | length }})
 by {{ s.settings.split.rule }} (salt {{ s.settings.split.salt }}). Every agent is still estimated from all the other agents' logs;
-only the agents a correlation is taken over differ. Choices of settings read the dev half; the test half is what no choice read.</p>
+only the agents a correlation is taken over differ. The rules that choose settings read the dev half only; the test half is shown in every report, so it has been seen, but no rule reads it.</p>
 <table><tr><th>test rank</th><th>estimator</th><th>test: mean Pearson [CI]</th><th>test: mean Spearman</th><th>dev: mean Pearson [CI]</th><th>dev: mean Spearman</th></tr>
 {% for row in s.split_ranking.test %}{% set e = s.estimators[row.estimator] %}
 <tr><td>{{ loop.index }}</td><td class="name">{{ row.estimator }}</td>
@@ -153,7 +153,7 @@ the Pearson correlation a perfect estimator could expect against these noisy tru
 {% for x in s.errors %}<tr><td class="name">{{ x.estimator }}</td><td class="name">{{ x.agent_id }}</td><td class="text">{{ x.error }}</td></tr>{% endfor %}
 </table>{% endif %}
 
-{% if figs %}<h2>{% if figure_note %}Headline figures{% else %}Figures per estimator{% endif %}</h2>
+{% if figs %}<h2>{% if headline_page %}Headline figures{% else %}Figures per estimator{% endif %}</h2>
 {% if figure_note %}<p>{{ figure_note }}</p>{% endif %}
 {% for name in order if name in figs %}<h3 id="est-{{ slugs[name] }}">{{ name }}</h3>
 {% for img in figs[name] %}<img src="{{ img }}" alt="{{ name }}"><br>{% endfor %}
@@ -210,10 +210,10 @@ def figure_note(figured: Sequence[str], more_figures: str | None = None) -> str:
 
 
 def render_html(summary: dict[str, Any], figs: dict[str, list[str]], overview: str | None,
-                figure_note: str | None = None) -> str:
+                figure_note: str | None = None, headline_page: bool = True) -> str:
     """The page. ``figs``: the figures' relative paths by estimator (only these estimators get a
-    figure section and a link to it); ``figure_note``: a headline page's sentence on where the
-    other figures are (none on a page that draws them all)."""
+    figure section and a link to it); ``figure_note``: the sentence under the figures' heading (a
+    headline page's on where the other figures are); ``headline_page``: false on a page that draws them all."""
     order = [r["estimator"] for r in summary["ranking"]]
     return TEMPLATE.render(
         s=summary,
@@ -221,6 +221,7 @@ def render_html(summary: dict[str, Any], figs: dict[str, list[str]], overview: s
         figs=figs,
         overview=overview,
         figure_note=figure_note,
+        headline_page=headline_page,
         f=_f,
         ci=_ci,
         iv=interval_text,
@@ -251,7 +252,8 @@ def write_report(
     summary (with ``report_html`` and ``summary_json`` paths added). ``note`` (how the agents
     were run, e.g. stood in for by transcripts) goes into the summary. ``figures``: ``headline``
     (the overview and the headline estimator's; ``more_figures`` is the page's sentence on where
-    the others are) or ``all`` (every estimator's); ``report.plots`` false draws none."""
+    the others are) or ``all`` (every estimator's; ``more_figures``: a sentence on where they come
+    from); ``report.plots`` false draws none."""
     if figures not in FIGURE_SETS:
         raise EvaluationError(f"figures {figures!r}: expected one of {', '.join(FIGURE_SETS)}")
     cfg = config or ReportConfig()
@@ -268,8 +270,9 @@ def write_report(
         fig_dir = out / FIG_DIR
         names = slugs(order)
         figured = order if figures == "all" else [n for n in [headline_estimator(order, cfg)] if n is not None]
-        if figures == "headline":
-            note_text = figure_note(figured, more_figures)
+        # a headline page says which figures it draws and where the rest are; a page of every
+        # figure says only where its figures come from (more_figures), if the caller gives that
+        note_text = figure_note(figured, more_figures) if figures == "headline" else more_figures
         # links are relative URLs: forward slashes on every platform
         overview = draw.overview_figure(summary, order, fig_dir / "overview.png").relative_to(out).as_posix()
         for name in tqdm(figured, desc="report figures", unit="estimator", disable=not progress):
@@ -284,7 +287,7 @@ def write_report(
                     paths.append(p)
             figs[name] = [p.relative_to(out).as_posix() for p in paths]
     html = out / HTML_FILE
-    html.write_text(render_html(summary, figs, overview, note_text))
+    html.write_text(render_html(summary, figs, overview, note_text, headline_page=figures == "headline"))
     summary_path = write_summary(summary, out / SUMMARY_FILE)
     summary["report_html"] = str(html)
     summary["summary_json"] = str(summary_path)

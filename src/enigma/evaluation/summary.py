@@ -337,7 +337,10 @@ def score_in_report(summary: dict[str, Any], name: str) -> EstimatorScore:
 def write_summary(summary: dict[str, Any], path: str | Path) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(summary, indent=2, allow_nan=False) + "\n")
+    # one value per line (git diffs stay readable) without indentation or spaces after separators:
+    # a third smaller than indent=2, which keeps tracked reports/ within its budget with the full
+    # reports' summaries in git (tests/test_reports_in_git.py)
+    path.write_text(json.dumps(summary, indent="", separators=(",", ":"), allow_nan=False) + "\n")
     return path
 
 

@@ -30,18 +30,25 @@ def report(b: Benchmark, params: Params, full: bool = False, progress: bool = Fa
     shown = [build_estimator(n, params).name for n in names]
     notes = {show: params.estimators[n].note for n, show in zip(names, shown)
              if n in params.estimators and params.estimators[n].note}
-    # The main report (committed to git) draws the headline figures; the full one (a DVC output,
-    # out of git) every estimator's, and the main page says how to get it.
+    # The main report draws the headline figures; the full one every estimator's. Both pages and
+    # summaries may be in git, the full report's figures are DVC outputs (dvc.yaml), and each page
+    # says so.
     return build_report(dirs, read_truth(b.truth), b.name, b.report_dir(full), params.report, estimators=shown,
                         note=b.config.note, estimator_notes=notes, figures="all" if full else "headline",
-                        more_figures=None if full else full_report_note(b), progress=progress)
+                        more_figures=full_figures_note(b) if full else full_report_note(b), progress=progress)
 
 
 def full_report_note(b: Benchmark) -> str:
     """The main page's plain-text sentence on where every estimator's figures are (not a link:
-    a fresh clone has no full report until it is built)."""
-    return (f"Every estimator's figures are in the full report, {b.report_dir(full=True).as_posix()}/index.html, "
-            f"which git does not keep: dvc repro report_full@{b.name} builds it.")
+    a fresh clone has the full report's page only where git tracks it, and never its figures)."""
+    return (f"Every estimator's figures are in the full report, {b.report_dir(full=True).as_posix()}/index.html; "
+            f"its figures are DVC outputs, not git's: dvc repro report_full@{b.name} builds them.")
+
+
+def full_figures_note(b: Benchmark) -> str:
+    """The full page's sentence on its figures, which a fresh clone does not have."""
+    return (f"This page's figures are DVC outputs, not git's (a fresh clone shows their links broken): "
+            f"dvc repro report_full@{b.name} draws them.")
 
 
 def track(b: Benchmark, params: Params, summary: dict[str, Any], full: bool = False) -> dict[str, Any]:
