@@ -123,6 +123,9 @@ def test_the_full_reports_figures_are_dvc_outputs_and_their_pages_are_gits_for_a
         summary = json.loads((REPO_ROOT / f"reports/{b}_full/summary.json").read_text())
         assert summary["benchmark"] == b and len(summary["estimators"]) > len(
             json.loads((REPO_ROOT / f"reports/{b}/summary.json").read_text())["estimators"]), f"{b}: not a full report"
+        # the comparators run on a sample of each agent's replies say so (issue 73: how it was sized)
+        sized = {n: e["labels"].get("note", "") for n, e in summary["estimators"].items() if n.startswith(("perplexity", "bertscore"))}
+        assert len(sized) == 2 and all(note.startswith("sized: ") for note in sized.values()), sized
     def ignored(path):
         return subprocess.run(["git", "check-ignore", "-q", "--no-index", path], cwd=REPO_ROOT).returncode == 0
     assert ignored("reports/any-benchmark_full/index.html"), "git does not ignore another benchmark's full report"

@@ -30,12 +30,26 @@ def report(b: Benchmark, params: Params, full: bool = False, progress: bool = Fa
     shown = [build_estimator(n, params).name for n in names]
     notes = {show: params.estimators[n].note for n, show in zip(names, shown)
              if n in params.estimators and params.estimators[n].note}
+    sized = sizing_notes(params)
+    notes |= {show: sized[n] for n, show in zip(names, shown) if n in sized}
     # The main report draws the headline figures; the full one every estimator's. Both pages and
     # summaries may be in git, the full report's figures are DVC outputs (dvc.yaml), and each page
     # says so.
     return build_report(dirs, read_truth(b.truth), b.name, b.report_dir(full), params.report, estimators=shown,
                         note=b.config.note, estimator_notes=notes, figures="all" if full else "headline",
                         more_figures=full_figures_note(b) if full else full_report_note(b), progress=progress)
+
+
+def sizing_notes(params: Params) -> dict[str, str]:
+    """The labels of the comparators that score a sample of each agent's replies rather than all
+    of them (their cost on CPU), so that a report says how they were sized."""
+    c = params.comparators
+    return {
+        "perplexity": f"sized: a fixed-seed sample of at most {c.perplexity.max_replies} replies per agent "
+                      "(comparators.perplexity.max_replies; a language model on CPU)",
+        "bertscore": f"sized: a fixed-seed sample of at most {c.overlap.bertscore_max_pairs} reply pairs per agent "
+                     "(comparators.overlap.bertscore_max_pairs)",
+    }
 
 
 def full_report_note(b: Benchmark) -> str:
