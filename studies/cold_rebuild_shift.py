@@ -39,9 +39,12 @@ def estimate_moves(old: dict, new: dict) -> dict[str, tuple[float, float]]:
     """Per estimator in both reports: the largest and the median absolute difference of its
     estimates over every (agent, rating) that both hold."""
     diffs: dict[str, list[float]] = {}
-    for agent, ratings in old["agents"].items():
+    from enigma.evaluation.summary import agent_cells
+
+    new_cells = agent_cells(new)
+    for agent, ratings in agent_cells(old).items():
         for rating, values in ratings.items():
-            other = new["agents"].get(agent, {}).get(rating, {})
+            other = new_cells.get(agent, {}).get(rating, {})
             for name, value in values.items():
                 if name != "truth" and name in other and value is not None and other[name] is not None:
                     diffs.setdefault(name, []).append(abs(other[name] - value))

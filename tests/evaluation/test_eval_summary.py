@@ -250,6 +250,27 @@ def test_report_writes_summary_html_and_figures(tmp_path):
     assert s_all["headline"] == s["headline"]
 
 
+def test_the_written_summary_names_each_estimator_once_and_reads_back_value_for_value(tmp_path):
+    results, truth = _tables({"enigma": 0.05, "bleu": 0.2}, n_agents=5, ratings=("enjoy", "fun"))
+    s = write_report(results, truth, "toy", tmp_path, ReportConfig(bootstrap_resamples=50, plots=False), progress=False)
+    on_disk = json.loads((tmp_path / "summary.json").read_text())
+    assert "agents" not in on_disk and list(on_disk).index("agent_estimates") == list(s).index("agents")
+    assert on_disk["agent_estimates"]["columns"] == ["truth", *s["estimators"]]
+    back = read_summary(tmp_path / "summary.json")
+    expected = {k: v for k, v in s.items() if k not in ("report_html", "summary_json")}
+    assert json.dumps(back) == json.dumps(expected)  # the same keys, in the same order, the same values
+    assert summary_estimates(on_disk, "bleu").equals(summary_estimates(s, "bleu"))
+    # a row that does not fit its columns is named: file, agent, rating
+    on_disk["agent_estimates"]["rows"]["a3"]["fun"].pop()
+    (tmp_path / "summary.json").write_text(json.dumps(on_disk))
+    with pytest.raises(EvaluationError, match=r"summary.json: agent_estimates.rows\['a3'\]\['fun'\]: expected 3 values"):
+        read_summary(tmp_path / "summary.json")
+    del on_disk["agent_estimates"]
+    (tmp_path / "summary.json").write_text(json.dumps(on_disk))
+    with pytest.raises(EvaluationError, match="field 'agent_estimates' .* missing"):
+        read_summary(tmp_path / "summary.json")
+
+
 def test_read_summary_rejects_other_json(tmp_path):
     p = tmp_path / "x.json"
     p.write_text('{"benchmark": "b"}')

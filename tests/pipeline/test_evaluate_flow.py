@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 
+from enigma.evaluation.summary import read_summary
 from enigma.params import Params
 from flows.evaluate import evaluate, main
 from flows.runners import make_task_runner
@@ -19,7 +20,7 @@ def _runner(workspace, kind=None):
 
 
 def _check_summary(path: str, with_enigma: bool = True) -> dict:
-    s = json.loads(Path(path).read_text())
+    s = read_summary(path)
     assert s["benchmark"] == "tiny" and s["n_agents"] == 5 and s["ratings"] == ["reward"]
     # Reply length tracks the test store's ratings; the leave-one-out mean runs against them.
     assert s["estimators"][REPLY_LENGTH]["reward"]["pearson"] > 0.9
