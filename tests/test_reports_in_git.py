@@ -58,8 +58,8 @@ def _resolve(page: str, link: str) -> str | None:
     return posixpath.normpath(posixpath.join(posixpath.dirname(page), urllib.parse.unquote(parts.path)))
 
 
-def html_text(page: str) -> str:
-    return (REPO_ROOT / page).read_text(encoding="utf-8")
+def _ignored(path: str) -> bool:
+    return subprocess.run(["git", "check-ignore", "-q", "--no-index", path], cwd=REPO_ROOT).returncode == 0
 
 
 def test_every_link_of_every_tracked_report_page_is_a_tracked_file():
@@ -69,7 +69,7 @@ def test_every_link_of_every_tracked_report_page_is_a_tracked_file():
     assert pages, "no report page tracked under reports/"
     for page in pages:
         html = _Links()
-        text = html_text(page)
+        text = (REPO_ROOT / page).read_text(encoding="utf-8")
         html.feed(text)
         assert html.links, f"{page}: no links at all (not a report page?)"
         for link in html.links:
@@ -126,8 +126,6 @@ def test_the_full_reports_figures_are_dvc_outputs_and_airlines_page_and_summary_
         # the comparators run on a sample of each agent's replies say so (issue 73: how it was sized)
         sized = {n: e["labels"].get("note", "") for n, e in summary["estimators"].items() if n.startswith(("perplexity", "bertscore"))}
         assert len(sized) == 2 and all(note.startswith("sized: ") for note in sized.values()), sized
-    def ignored(path):
-        return subprocess.run(["git", "check-ignore", "-q", "--no-index", path], cwd=REPO_ROOT).returncode == 0
-    assert ignored("reports/any-benchmark_full/index.html"), "git does not ignore another benchmark's full report"
-    assert ignored("reports/airline_full/figures/overview.png"), "git does not ignore a full report's figures"
-    assert not ignored("reports/airline_full/index.html"), "git ignores airline's full page"
+    assert _ignored("reports/any-benchmark_full/index.html"), "git does not ignore another benchmark's full report"
+    assert _ignored("reports/airline_full/figures/overview.png"), "git does not ignore a full report's figures"
+    assert not _ignored("reports/airline_full/index.html"), "git ignores airline's full page"
