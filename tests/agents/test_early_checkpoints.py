@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
 
@@ -18,21 +19,22 @@ from tests.pipeline.conftest import build_store
 REPO = Path(__file__).resolve().parents[2]
 
 
-def stuck_checkpoint(tiny_lm_dir: Path, out: Path, token: str) -> Path:
+def stuck_checkpoint(tiny_lm_dir: Path, out: Path, *tokens: str) -> Path:
     """The tiny GPT-2 with its output fixed on one token: greedy decoding says it every step
-    (the end token: an empty reply)."""
+    (the end token: an empty reply). With several tokens, each is equally likely at every step."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(tiny_lm_dir)
     model = AutoModelForCausalLM.from_pretrained(tiny_lm_dir, tie_word_embeddings=False)
-    t = tok.convert_tokens_to_ids(token)
-    assert t is not None and t != tok.unk_token_id, token
+    ids = [tok.convert_tokens_to_ids(token) for token in tokens]
+    assert all(t is not None and t != tok.unk_token_id for t in ids), tokens
     with torch.no_grad():
         model.transformer.ln_f.weight.zero_()
         model.transformer.ln_f.bias.fill_(1.0)
         model.lm_head.weight.zero_()
-        model.lm_head.weight[t].fill_(1.0)
+        for t in ids:  # a logit of the hidden size (~64) above every other token's 0
+            model.lm_head.weight[t].fill_(1.0)
     tok.save_pretrained(out)
     model.save_pretrained(out)
     return out
@@ -67,10 +69,46 @@ def test_empty_and_repeating_checkpoints_are_estimated_and_flagged(tiny_lm_dir, 
         assert code in (0, 3) and "Traceback" not in output, output
         bad = out["degenerate"]
         assert bad["empty"]["replies"] == bad["loop"]["replies"] == 120  # every logged agent turn's reply, none failed
-        assert bad["empty"]["empty"] >= 100 and bad["loop"] == {"replies": 120, "empty": 0, "repeated": 120, "share": 1.0}
+        assert bad["empty"]["empty"] >= 100 and bad["empty"]["at_token_limit"] == 0
+        assert bad["loop"] == {"replies": 120, "empty": 0, "repeated": 120, "share": 1.0, "at_token_limit": 120}
         for name in checkpoints:
             e = out["targets"][name]["reward"]["estimate"]
             assert e is not None and out["converged"][name] in (True, False), out["targets"][name]
             assert f"note: {name}: {100 * bad[name]['share']:.1f}% of its 120 sampled replies are degenerate" in output
+        assert "120 of its 120 sampled replies were cut at the length limit" in output
         seen[how] = bad
     assert seen["onehot"] == seen["default"]  # the same replies (the sample cache), counted the same
+
+
+def test_replies_cut_at_the_length_limit_are_recorded(tiny_lm_dir, tmp_path):
+    """`enigma sample hf:<dir>` records, per reply, whether the model ended it or it was cut at
+    max_new_tokens: a model that ends at once is never cut, one that repeats a word always is, and
+    one that draws the word or the end at each step is cut exactly where it said the word three
+    times, whichever batch the reply was in. A python agent's table has no such column (its
+    targets are as before)."""
+    from typer.testing import CliRunner as Runner
+
+    from tests.agents import toy_agents as T
+
+    store = T.write_tiny_store(tmp_path / "store", n_dialogues=8, turns_per_dialogue=4)
+    (tmp_path / "params.yaml").write_text(
+        "sample:\n  n_samples: 2\n  cache_dir: " + json.dumps(str(tmp_path / "cache"))
+        + "\n  agents:\n    hf: {max_new_tokens: 3, batch_size: 5}\n")
+
+    def sample(spec: str, name: str):
+        r = Runner().invoke(app, ["sample", str(store), spec, "--out", str(tmp_path / f"{name}.parquet"),
+                                  "--params", str(tmp_path / "params.yaml"), "-q"])
+        assert r.exit_code == 0, r.output
+        return pq.read_table(tmp_path / f"{name}.parquet")
+
+    ends = sample(f"hf:{stuck_checkpoint(tiny_lm_dir, tmp_path / 'ends', '<|end|>')}", "ends")
+    loops = sample(f"hf:{stuck_checkpoint(tiny_lm_dir, tmp_path / 'loops', chr(0x120) + 'a')}", "loops")
+    assert ends.num_rows == loops.num_rows == 32
+    assert set(ends.column("at_token_limit").to_pylist()) == {False} and set(ends.column("text").to_pylist()) == {""}
+    assert set(loops.column("at_token_limit").to_pylist()) == {True}
+    assert set(loops.column("text").to_pylist()) == {"a a a"}
+    either = sample(f"hf:{stuck_checkpoint(tiny_lm_dir, tmp_path / 'either', '<|end|>', chr(0x120) + 'a')}", "either")
+    cut, texts = either.column("at_token_limit").to_pylist(), either.column("text").to_pylist()
+    assert 0 < sum(cut) < len(cut) and len(set(texts)) > 1
+    assert all(c == (t == "a a a") for c, t in zip(cut, texts)), list(zip(cut, texts))
+    assert "at_token_limit" not in sample("python:tests.agents.toy_agents:echo", "echo").column_names

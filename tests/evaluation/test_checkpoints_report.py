@@ -59,3 +59,22 @@ def test_the_page_renders_its_tables(tmp_path):
     page = write_report(s, tmp_path, "t").read_text()
     assert page.count("<table>") == 2 and "<td>e</td>" in page and "| e |" not in page
     assert '<a href="summary.json">' in page and (tmp_path / "summary.json").is_file()
+
+
+def test_each_checkpoints_degenerate_cut_and_no_action_share_is_shown():
+    """The checkpoints' table says, per checkpoint, how much of its sample was degenerate or cut at
+    the length limit and how many kept dialogues had no action; n/a where it was not recorded."""
+    cal = calib.fit([0.1, 0.5, 0.9, 0.3], [0.1, 0.5, 0.9, 0.3], ["a", "b", "c", "d"])
+    f = rating_figures({"c1": 0.3, "c2": 0.4}, {"c1": 0.2, "c2": 0.5}, cal, [], 0.95)
+    row = {"mix": "all", "train_loss": 2.0, "truth": {"reward": 0.2}, "truth_stderr": {"reward": 0.01}, "truth_dialogues": 40}
+    s = {"note": None, "scored_on": "x", "level": 0.95, "ratings": ["reward"], "estimators": {"e": {"reward": f}},
+         "checkpoints": [{"name": "c1", "step": 1, **row, "replies": {
+                             "degenerate": {"replies": 200, "empty": 30, "repeated": 20, "share": 0.25, "at_token_limit": 80},
+                             "kept_dialogues": 20, "no_action": 7}},
+                         {"name": "c2", "step": 2, **row, "replies": {
+                             "degenerate": {"replies": 200, "empty": 0, "repeated": 0, "share": 0.0},
+                             "kept_dialogues": 20, "no_action": 0}}]}
+    md = markdown(s, "t")
+    assert "| dialogues | degenerate | cut | no action |" in md
+    assert "| c1 | all | 1 | 2.000 | 0.200 ± 0.010 | 40 | 25% | 40% | 7/20 |" in md
+    assert "| c2 | all | 2 | 2.000 | 0.200 ± 0.010 | 40 | 0% | n/a | 0/20 |" in md

@@ -89,6 +89,13 @@ def test_checkpoint_benchmark_builds_from_nothing_and_the_nightly_flow_scores_it
         # one consecutive pair: step 6 after step 2 of the same run
         assert f["verdicts_consecutive"]["pairs"] == 1 and f["consecutive"][0]["later"] == "all-step00006"
     assert "| enigma |" in (repo / "reports" / "tiny-lm" / "index.md").read_text()
+    # each checkpoint's sample (the hf agent records cut replies) and its kept dialogues, counted
+    for c in s["checkpoints"]:
+        got = c["replies"]
+        assert got["kept_dialogues"] == params["checkpoint_benchmarks"]["tiny-lm"]["dialogues_per_agent"]
+        assert 0 <= got["no_action"] <= got["kept_dialogues"]
+        assert got["degenerate"]["replies"] > 0 and 0 <= got["degenerate"]["at_token_limit"] <= got["degenerate"]["replies"]
+    assert "| degenerate | cut | no action |" in (repo / "reports" / "tiny-lm" / "index.md").read_text()
     again = subprocess.run([sys.executable, "-m", "dvc", "status", "checkpoint_report@tiny-lm"], cwd=repo, env=env,
                            capture_output=True, text=True)
     assert "Data and pipelines are up to date" in again.stdout, again.stdout

@@ -184,6 +184,10 @@ class HFAgent:
         self._max_positions = getattr(self.model.config, "max_position_embeddings", None) or getattr(
             self.model.config, "n_positions", None
         )
+        eos = getattr(self.model.generation_config, "eos_token_id", None)
+        if eos is None:
+            eos = self.tokenizer.eos_token_id
+        self._eos = [] if eos is None else [int(e) for e in (eos if isinstance(eos, (list, tuple)) else [eos])]
         top_k = getattr(self.model.generation_config, "top_k", None)
         self._top_k = _GENERATE_DEFAULT_TOP_K if top_k is None else top_k
         # one generate call at a time (the server may call from several threads)
@@ -208,12 +212,18 @@ class HFAgent:
     def respond(self, history: History, n: int = 1, seed: int | None = None) -> list[str]:
         return self.respond_batch([history], n, [seed])[0]
 
+    # The sampler records, per reply, whether it was cut at max_new_tokens (``respond_batch``'s
+    # ``with_limit``): an early checkpoint that never ends a reply shows in the estimate's summary.
+    records_token_limit = True
+
     def respond_batch(self, histories: Sequence[History], n: int | Sequence[int] = 1,
-                      seeds: Sequence[int | None] | None = None) -> list[list[str]]:
+                      seeds: Sequence[int | None] | None = None, with_limit: bool = False) -> list[list[Any]]:
         """``respond(histories[i], n[i], seeds[i])`` for every i, in ``generate`` calls of at most
         ``batch_size`` replies (left-padded prompts, the shortest together). Reply ``r`` of history
         ``i`` is drawn with a generator of its own, seeded from ``(seeds[i], r)`` (``row_seed``):
-        its tokens depend on that seed and the history only, not on the batch it was drawn in."""
+        its tokens depend on that seed and the history only, not on the batch it was drawn in.
+        ``with_limit``: each reply as ``(text, cut)``, ``cut`` true when generation stopped at
+        ``max_new_tokens`` rather than at an end-of-sequence token."""
         import torch
 
         ns = [n] * len(histories) if isinstance(n, int) else list(n)
@@ -223,7 +233,7 @@ class HFAgent:
         if any(k < 1 for k in ns):
             raise ValueError(f"respond_batch: n must be at least 1, got {ns}")
         prompts = [self._prompt_ids(h) for h in histories]
-        out: list[list[str | None]] = [[None] * k for k in ns]
+        out: list[list[tuple[str, bool] | None]] = [[None] * k for k in ns]
         with self._lock, torch.inference_mode():
             if self.settings.do_sample:
                 # seed None: a fresh seed from torch's global generator (torch.manual_seed still replays it)
@@ -232,9 +242,9 @@ class HFAgent:
                 rows.sort(key=lambda ir: len(prompts[ir[0]]))  # stable: equal lengths keep their order
                 for start in range(0, len(rows), self.settings.batch_size):
                     part = rows[start : start + self.settings.batch_size]
-                    texts = self._sample([prompts[i] for i, _ in part], [row_seed(seeds[i], r) for i, r in part])
-                    for (i, r), text in zip(part, texts):
-                        out[i][r] = text
+                    got = self._sample([prompts[i] for i, _ in part], [row_seed(seeds[i], r) for i, r in part])
+                    for (i, r), reply in zip(part, got):
+                        out[i][r] = reply
             else:
                 # beam search (n beams for n replies), as before: one batch per n, as wide as batch_size allows
                 by_n: dict[int, list[int]] = {}
@@ -245,12 +255,14 @@ class HFAgent:
                     per = max(1, self.settings.batch_size // k)
                     for start in range(0, len(idx), per):
                         part = idx[start : start + per]
-                        texts = self._generate([prompts[i] for i in part], num_beams=k, num_return_sequences=k)
+                        got = self._generate([prompts[i] for i in part], num_beams=k, num_return_sequences=k)
                         for j, i in enumerate(part):
-                            out[i] = texts[j * k : (j + 1) * k]
-        return out  # type: ignore[return-value]
+                            out[i] = got[j * k : (j + 1) * k]
+        if with_limit:
+            return out  # type: ignore[return-value]
+        return [[text for text, _ in replies] for replies in out]  # type: ignore[misc]
 
-    def _sample(self, prompts: list[list[int]], seeds: list[int]) -> list[str]:
+    def _sample(self, prompts: list[list[int]], seeds: list[int]) -> list[tuple[str, bool]]:
         import torch
 
         s = self.settings
@@ -262,7 +274,8 @@ class HFAgent:
         # for the whole batch) is not used
         return self._generate(prompts, logits_processor=[draw])
 
-    def _generate(self, prompts: list[list[int]], **kw: Any) -> list[str]:
+    def _generate(self, prompts: list[list[int]], **kw: Any) -> list[tuple[str, bool]]:
+        """Each prompt's reply, and whether it was cut at ``max_new_tokens``."""
         import torch
 
         width = max(len(p) for p in prompts)
@@ -275,7 +288,15 @@ class HFAgent:
                                   max_new_tokens=self.settings.max_new_tokens, pad_token_id=self._pad,
                                   do_sample=False, **kw)
         new = gen[:, width:]
-        return [t.strip() for t in self.tokenizer.batch_decode(new, skip_special_tokens=True)]
+        texts = [t.strip() for t in self.tokenizer.batch_decode(new, skip_special_tokens=True)]
+        # a reply that ended has an end-of-sequence token (generate pads after it); one without
+        # any ran the full max_new_tokens
+        if self._eos:
+            ended = torch.isin(new, torch.tensor(self._eos, device=new.device)).any(dim=1).tolist()
+        else:
+            ended = [False] * len(texts)
+        full = new.shape[1] >= self.settings.max_new_tokens
+        return [(t, full and not e) for t, e in zip(texts, ended)]
 
     def fingerprint_parts(self) -> dict[str, Any]:
         return {

@@ -347,8 +347,8 @@ def register(app: typer.Typer) -> None:
             verdict = {False: "  NOT CONVERGED: " + _why_not(summary["diagnostics"][name]), None: ""}.get(summary["converged"][name], "")
             typer.echo(name + ": " + ", ".join(_shown(r, e) for r, e in ests.items()) + verdict)
             bad = summary["degenerate"].get(name)
-            if bad and bad["share"] > 0:
-                typer.echo(f"note: {name}: " + DegenerateReplies(bad["replies"], bad["empty"], bad["repeated"]).sentence())
+            if bad and (sentence := DegenerateReplies.from_dict(bad).sentence()):
+                typer.echo(f"note: {name}: " + sentence)
         typer.echo(f"wrote {out / 'estimates.json'}")
         stuck = [n for n, c in summary["converged"].items() if c is False]
         if stuck:

@@ -10,6 +10,11 @@ Per estimator and rating, over the checkpoints:
   consecutive checkpoints of one training run (the nightly question: is tonight's checkpoint
   better than last night's?): called, wrong, and the power at a true gap above 0.05.
 
+Per checkpoint, beside its truth: how much of its sample at the logged states was degenerate or
+cut at the length limit (``enigma.sampling.degenerate``), and how many of its kept on-policy
+dialogues it never ended with an action (what the benchmark's pipeline counts, by the simulator's
+rule): an early checkpoint is scored as it is, and the page says how much of it was not a reply.
+
 ``summary.json`` holds every figure; ``index.md``/``index.html`` lead with a table per rating.
 """
 
@@ -68,9 +73,10 @@ def rating_figures(estimates: dict[str, float], truths: dict[str, float], cal: c
 
 def build_summary(truth_path: str | Path, results_dir: str | Path, calibration_results: str | Path, store,
                   estimators: dict[str, str], record: dict[str, dict], level: float, note: str | None,
-                  scored_on: str) -> dict[str, Any]:
+                  scored_on: str, replies: dict[str, dict] | None = None) -> dict[str, Any]:
     """Every figure of the report (see the module docstring); ``estimators``: each estimator's
-    params name -> the name its results are filed under."""
+    params name -> the name its results are filed under; ``replies``: per checkpoint, its sample's
+    ``degenerate`` counts and ``no_action`` of ``kept_dialogues``."""
     from enigma.pipeline.compare import calibration_residuals, scored_agents
 
     truth = pq.read_table(truth_path).to_pylist()
@@ -84,7 +90,8 @@ def build_summary(truth_path: str | Path, results_dir: str | Path, calibration_r
         "scored_on": scored_on, "note": note, "level": level, "ratings": ratings,
         "checkpoints": [{"name": n, **record[n], "truth": {r: truths[r][n] for r in ratings},
                          "truth_stderr": {x["rating"]: x["stderr"] for x in truth if x["agent_id"] == n},
-                         "truth_dialogues": next(x["n"] for x in truth if x["agent_id"] == n)} for n in names],
+                         "truth_dialogues": next(x["n"] for x in truth if x["agent_id"] == n),
+                         **({"replies": replies[n]} if replies and n in replies else {})} for n in names],
         "estimators": {},
     }
     for est, filed in estimators.items():
@@ -131,14 +138,37 @@ def markdown(s: dict[str, Any], title: str) -> str:
                          f"{_f(cal.get('mae'))} | {_f(cal.get('coverage'), 2)} | {_f(cal.get('mean_width'))} | "
                          f"{_calls(f.get('verdicts_all_pairs'))} | {_calls(f.get('verdicts_consecutive'))} |")
         lines.append("")
-    lines += ["## The checkpoints", "", "| checkpoint | mix | step | train loss | " + " | ".join(f"true {r}" for r in s["ratings"])
-              + " | dialogues |", "|---|---|---|---|" + "---|" * len(s["ratings"]) + "---|"]
+    flagged = any("replies" in c for c in s["checkpoints"])
+    lines += ["## The checkpoints", ""]
+    if flagged:
+        lines += ["Each checkpoint is scored on its replies as it gave them. *Degenerate*: empty or one word over and "
+                  "over; *cut*: stopped at the length limit (max_new_tokens) before the model ended the reply; both "
+                  "among its replies at the logged states. *No action*: its kept on-policy dialogues with the "
+                  "customer in which it never took the final action.", ""]
+    extra = " degenerate | cut | no action |" if flagged else ""
+    lines += ["| checkpoint | mix | step | train loss | " + " | ".join(f"true {r}" for r in s["ratings"])
+              + " | dialogues |" + extra, "|---|---|---|---|" + "---|" * len(s["ratings"]) + "---|"
+              + "---|---|---|" * flagged]
     for c in s["checkpoints"]:
         lines.append(f"| {c['name']} | {c['mix']} | {c['step']} | {_f(c['train_loss'])} | "
                      + " | ".join(f"{_f(c['truth'][r])} ± {_f(c['truth_stderr'][r])}" for r in s["ratings"])
-                     + f" | {c['truth_dialogues']} |")
+                     + f" | {c['truth_dialogues']} |" + (_replies_cells(c.get("replies")) if flagged else ""))
     lines.append("")
     return "\n".join(lines)
+
+
+def _replies_cells(got: dict[str, Any] | None) -> str:
+    """`` 12% | 40% | 3/20 |``: the checkpoint's degenerate and cut shares and its no-action dialogues."""
+    if not got:
+        return " n/a | n/a | n/a |"
+    bad = got.get("degenerate")
+
+    def pct(k: int | None) -> str:
+        return "n/a" if bad is None or k is None or not bad["replies"] else f"{100 * k / bad['replies']:.0f}%"
+
+    degenerate = None if bad is None else bad["empty"] + bad["repeated"]
+    cut = None if bad is None else bad.get("at_token_limit")
+    return f" {pct(degenerate)} | {pct(cut)} | {got['no_action']}/{got['kept_dialogues']} |"
 
 
 def write_report(summary: dict[str, Any], out_dir: str | Path, title: str) -> Path:

@@ -242,6 +242,32 @@ def scores(c: CheckpointBenchmark, params: Params, progress: bool = False,
     return {"scores": len(jobs), "failed": len(failed)}
 
 
+def replies_of(c: CheckpointBenchmark) -> dict[str, dict[str, Any]]:
+    """Per checkpoint: its sample's degenerate and cut replies (``enigma.pipeline.score.degenerate``),
+    and how many of its kept on-policy dialogues it never ended with an action, by the simulator's
+    reading of an agent turn (``enigma.sim.language.read_action``; this benchmark's rule, not the
+    estimator's)."""
+    import pyarrow.parquet as pq
+
+    from enigma.pipeline.score import degenerate
+    from enigma.sim.language import read_action
+    from enigma.store.experience import ExperienceStore
+
+    store = ExperienceStore.open(c.dialogues)
+    agent_of = dict(zip(store.dialogues.column("dialog_id").to_pylist(), store.dialogues.column("agent_id").to_pylist()))
+    acted: dict[str, bool] = dict.fromkeys(agent_of, False)
+    turns = store.turns
+    for did, role, text in zip(*(turns.column(k).to_pylist() for k in ("dialog_id", "role", "text"))):
+        if role == "agent" and not acted[did] and read_action(text) is not None:
+            acted[did] = True
+    out = {}
+    for name in c.checkpoint_names():
+        own = [d for d, a in agent_of.items() if a == name]
+        out[name] = {"degenerate": degenerate(pq.read_table(targets_path(c, name))),
+                     "kept_dialogues": len(own), "no_action": sum(not acted[d] for d in own)}
+    return out
+
+
 def report(c: CheckpointBenchmark, params: Params) -> dict[str, Any]:
     """``<report.out_dir>/<name>/``: summary.json, index.md and index.html (``enigma.evaluation.checkpoints``)."""
     from enigma.estimators import build_estimator
@@ -251,6 +277,7 @@ def report(c: CheckpointBenchmark, params: Params) -> dict[str, Any]:
     record = json.loads(c.record.read_text())
     filed = {n: build_estimator(n, params, knowledge=c.scored_on.config.knowledge).name for n in c.config.estimators}
     summary = build_summary(c.truth, c.results_dir, c.scored_on.results_dir(), ExperienceStore.open(c.scored_on.store),
-                            filed, record, params.nightly.interval_level, c.config.note, c.scored_on.name)
+                            filed, record, params.nightly.interval_level, c.config.note, c.scored_on.name,
+                            replies_of(c))
     page = write_report(summary, c.report_dir, f"{c.name}: learned checkpoints scored as the nightly job scores them")
     return {"report_html": str(page), "summary": summary}

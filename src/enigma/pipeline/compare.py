@@ -203,10 +203,10 @@ def markdown(report: dict[str, Any]) -> str:
         if info["errors"]:
             lines += [f"- failed at {step}: {why}" for step, why in info["errors"].items()] + [""]
         bad = info.get("degenerate")
-        if bad and bad["share"] > 0:
+        if bad and (bad["share"] > 0 or bad.get("at_token_limit")):
             from enigma.sampling.degenerate import DegenerateReplies
 
-            lines += ["- " + DegenerateReplies(bad["replies"], bad["empty"], bad["repeated"]).sentence(), ""]
+            lines += ["- " + DegenerateReplies.from_dict(bad).sentence(), ""]
         for est, c in sorted((info.get("comparison") or {}).items()):
             if c.get("error"):
                 lines += [f"- {est}: {c['error']}", ""]

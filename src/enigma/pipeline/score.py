@@ -29,7 +29,8 @@ def score_agent(
     """One agent with one estimator, from its replies at the store's logged states. Returns
     ``{"estimator", "estimates", "unnormalised", "ess", "intervals", "diagnostics", "errors", "resumed",
     "degenerate"}`` (per rating; a rating without an estimate is None, with the reason in ``errors``;
-    ``degenerate``: how many of the sampled replies were empty or repeated, None without replies)."""
+    ``degenerate``: how many of the sampled replies were empty or repeated, or cut at the length
+    limit where the agent records it; None without replies)."""
     from enigma.evaluation.errors import EvaluationError
     from enigma.evaluation.heldout import HeldOutSources
     from enigma.evaluation.loao import evaluate_one
@@ -69,7 +70,8 @@ def degenerate(targets: pa.Table | None) -> dict[str, float | int] | None:
 
     if targets is None or "text" not in targets.column_names:
         return None
-    return count(targets.column("text").to_pylist()).as_dict()
+    cuts = targets.column("at_token_limit").to_pylist() if "at_token_limit" in targets.column_names else None
+    return count(targets.column("text").to_pylist(), cuts).as_dict()
 
 
 def _interval(record: dict[str, Any]) -> list[float] | None:

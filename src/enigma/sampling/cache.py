@@ -38,6 +38,9 @@ CACHE_SCHEMA = pa.schema(
         # the conversation a retrieved reply was said in, where the agent records it
         # (``transcripts.sources``); null otherwise and in parts written before it
         pa.field("source_context", pa.string()),
+        # whether a reply was cut at the agent's length limit, where the agent records it (``hf:``);
+        # null otherwise and in parts written before it
+        pa.field("at_token_limit", pa.bool_()),
     ]
 )
 

@@ -56,6 +56,9 @@ OUTPUT_SCHEMA = pa.schema(
 # Added after OUTPUT_SCHEMA's columns when the agent records where each reply came from (a
 # retrieval stand-in with ``transcripts.sources``); other tables stay as they were.
 SOURCE_FIELD = pa.field("source_context", pa.string())
+# Added likewise when the agent records whether a reply was cut at its length limit (``hf:``:
+# ``max_new_tokens``); null where a reply came another way (asked alone after a failed batch).
+LIMIT_FIELD = pa.field("at_token_limit", pa.bool_())
 
 MAX_ERROR_CHARS = 500
 
@@ -228,15 +231,17 @@ def _run_sampling(store: ExperienceStore, agent_spec: str, agent: Any, *, n_samp
             return rows_of(call, None, exc)
         return rows_of(call, replies, None, sources)
 
-    def rows_of(call: Call, replies: Any, exc: BaseException | None, sources: list | None = None) -> list[dict]:
+    def rows_of(call: Call, replies: Any, exc: BaseException | None, sources: list | None = None,
+                limits: list | None = None) -> list[dict]:
         """The cache rows of ``call``'s missing samples, from its replies or its failure."""
         to = receivers(call)
         missing = [(j, occ, i) for j, occ in enumerate(to) for i in range(n_samples) if not done(key_of(occ), i)]
 
-        def row(occ: LoggedState, i: int, text: str | None, error: str | None, source: str | None = None) -> dict:
+        def row(occ: LoggedState, i: int, text: str | None, error: str | None, source: str | None = None,
+                cut: bool | None = None) -> dict:
             return {"dialog_id": occ.dialog_id, "turn_index": occ.turn_index, "state_hash": occ.state_hash, "seed": seed,
                     "agent_fingerprint": fp, "draw": row_draw, "group": call.group, "sample_index": i, "text": text,
-                    "error": error, "source_context": source}
+                    "error": error, "source_context": source, "at_token_limit": cut}
 
         if exc is None and not isinstance(replies, (list, tuple)):
             exc = AgentCallError(f"agent returned {type(replies).__name__}, expected a list of strings")
@@ -253,12 +258,14 @@ def _run_sampling(store: ExperienceStore, agent_spec: str, agent: Any, *, n_samp
             elif problem := unicode_problem(replies[r]):  # Parquet cannot hold it: the sample fails, not the run
                 out.append(row(occ, i, None, f"reply is {problem}"))
             else:
-                out.append(row(occ, i, replies[r], None, sources[r] if sources else None))
+                out.append(row(occ, i, replies[r], None, sources[r] if sources else None,
+                               bool(limits[r]) if limits and r < len(limits) else None))
         return out
 
     # An agent with respond_batch (hf:) is handed a chunk's calls at once; each call keeps its
     # seed, and the agent draws every reply from that seed alone, so the batch changes no draw.
     batched = mode != "keyed" and not sourced and callable(getattr(agent, "respond_batch", None))
+    limited = batched and bool(getattr(agent, "records_token_limit", False))
 
     def ask_chunk(chunk: list[Call]) -> Iterable[list[dict]]:
         if isinstance(agent, IsolatedPythonAgent):  # the chunk's calls sent at once, answered one by one
@@ -267,7 +274,7 @@ def _run_sampling(store: ExperienceStore, agent_spec: str, agent: Any, *, n_samp
             return pool.map(lambda c: ask(c, asked(c)), chunk) if pool else (ask(c, asked(c)) for c in chunk)
         try:
             answers = agent.respond_batch([list(c.state.history) for c in chunk], [want(c) for c in chunk],
-                                          [c.seed for c in chunk])
+                                          [c.seed for c in chunk], **({"with_limit": True} if limited else {}))
             if not isinstance(answers, (list, tuple)) or len(answers) != len(chunk):
                 raise AgentCallError(f"respond_batch returned {type(answers).__name__} "
                                      f"of {len(answers) if isinstance(answers, (list, tuple)) else '?'} answers, "
@@ -276,6 +283,8 @@ def _run_sampling(store: ExperienceStore, agent_spec: str, agent: Any, *, n_samp
             log.warning("sampling %s: respond_batch failed, asking its %d calls one by one (%s)", shown,
                         len(chunk), _clean_error(exc))
             return (ask(c, asked(c)) for c in chunk)
+        if limited:
+            return [rows_of(c, [text for text, _ in a], None, limits=[cut for _, cut in a]) for c, a in zip(chunk, answers)]
         return [rows_of(c, a, None) for c, a in zip(chunk, answers)]
 
     def chunks() -> Iterable[list[Call]]:
@@ -361,6 +370,8 @@ def _run_sampling(store: ExperienceStore, agent_spec: str, agent: Any, *, n_samp
         )
 
     schema = OUTPUT_SCHEMA.append(SOURCE_FIELD) if sourced else OUTPUT_SCHEMA
+    if limited:
+        schema = schema.append(LIMIT_FIELD)
     columns: dict[str, list] = {name: [] for name in schema.names}
     for st in states:
         k = key_of(st)
@@ -378,6 +389,8 @@ def _run_sampling(store: ExperienceStore, agent_spec: str, agent: Any, *, n_samp
             columns["error"].append(row["error"])
             if sourced:
                 columns["source_context"].append(row.get("source_context"))
+            if limited:
+                columns["at_token_limit"].append(row.get("at_token_limit"))
     if stats.n_called and all(text is None for text in columns["text"]):
         # too few calls to reach max_consecutive_errors, yet not one reply: the agent is unusable,
         # and a table of failures would only be estimated on as if it were a result
