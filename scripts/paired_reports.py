@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 from enigma.evaluation.correlation import paired_difference
-from enigma.evaluation.summary import score_in_report, summary_estimates
+from enigma.evaluation.summary_file import score_in_report, summary_estimates
 
 REPO = Path(__file__).resolve().parents[1]
 

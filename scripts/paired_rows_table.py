@@ -17,7 +17,7 @@ import json
 from pathlib import Path
 
 from enigma.evaluation.correlation import paired_difference
-from enigma.evaluation.summary import score_in_report
+from enigma.evaluation.summary_file import score_in_report
 
 REFERENCE = "enigma"
 LEFT_OUT = {"enigma-unnormalised"}

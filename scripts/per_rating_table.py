@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 from enigma.evaluation.correlation import bootstrap_indices, bootstrap_stats, paired_difference, percentile_interval, score_estimator
-from enigma.evaluation.summary import read_summary, summary_estimates
+from enigma.evaluation.summary_file import read_summary, summary_estimates
 
 
 def table(summary: dict, first: str, second: str) -> str:

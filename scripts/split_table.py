@@ -25,7 +25,8 @@ import pandas as pd
 
 from enigma.evaluation.config import ReportConfig
 from enigma.evaluation.split import HALVES
-from enigma.evaluation.summary import build_summary, read_summary
+from enigma.evaluation.summary import build_summary
+from enigma.evaluation.summary_file import read_summary
 from enigma.evaluation.truth import check_truth
 from enigma.params import Params
 

@@ -39,7 +39,7 @@ def estimate_moves(old: dict, new: dict) -> dict[str, tuple[float, float]]:
     """Per estimator in both reports: the largest and the median absolute difference of its
     estimates over every (agent, rating) that both hold."""
     diffs: dict[str, list[float]] = {}
-    from enigma.evaluation.summary import agent_cells
+    from enigma.evaluation.summary_file import agent_cells
 
     new_cells = agent_cells(new)
     for agent, ratings in agent_cells(old).items():

@@ -37,7 +37,7 @@ def main() -> None:
     args = ap.parse_args()
 
     from enigma.evaluation.correlation import percentile_interval, score_estimator
-    from enigma.evaluation.summary import read_summary, summary_estimates
+    from enigma.evaluation.summary_file import read_summary, summary_estimates
     from provenance import code_version
 
     per_report, draws, agents, bootstrap = [], {s: [] for s in STATS}, None, None

@@ -84,7 +84,7 @@ def main() -> None:
     from enigma.agents import APPROXIMATION_LABEL
     from enigma.evaluation.correlation import paired_difference, score_estimator
     from enigma.evaluation.results import read_results
-    from enigma.evaluation.summary import summary_estimates
+    from enigma.evaluation.summary_file import summary_estimates
     from enigma.evaluation.truth import read_truth, truth_wide
     from bench_params import write_row_params
     from provenance import code_version

@@ -41,7 +41,7 @@ def row_residuals(summary: dict, rating: str, names: list[str]) -> tuple[pd.Data
     (in the truth's units; a correlation reads only these, so an estimate on another scale, like
     ENIGMA's on See 2019 that span 0.4 of the truth's, is no worse for it) [agent x estimator];
     the line's fitted values; the slopes; the truth."""
-    from enigma.evaluation.summary import summary_estimates
+    from enigma.evaluation.summary_file import summary_estimates
 
     truth = summary_estimates(summary, "truth")[rating]
     est = pd.DataFrame({n: summary_estimates(summary, n)[rating] for n in names}).dropna()

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from enigma.evaluation.summary import read_summary, score_in_report
+from enigma.evaluation.summary_file import read_summary, score_in_report
 
 REPORT = Path(__file__).resolve().parents[2] / "reports" / "airline" / "summary.json"
 

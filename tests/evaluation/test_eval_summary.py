@@ -12,7 +12,8 @@ from enigma.evaluation.config import ReportConfig
 from enigma.evaluation.errors import EvaluationError
 from enigma.evaluation.report import write_report
 from enigma.evaluation.split import SplitConfig, split_agents
-from enigma.evaluation.summary import INTERVAL_KEYS, PER_RATING_KEYS, SPLIT_KEY, build_summary, read_summary, summary_estimates
+from enigma.evaluation.summary import INTERVAL_KEYS, PER_RATING_KEYS, SPLIT_KEY, build_summary
+from enigma.evaluation.summary_file import read_summary, summary_estimates
 from enigma.evaluation.truth import check_truth, read_truth, truth_from_store
 
 FAST = ReportConfig(bootstrap_resamples=100, plots=False)

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from enigma.evaluation.summary import read_summary
+from enigma.evaluation.summary_file import read_summary
 from enigma.params import Params
 from flows.evaluate import evaluate, main
 from flows.runners import make_task_runner

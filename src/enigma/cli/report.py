@@ -81,7 +81,7 @@ def register(app: typer.Typer) -> None:
 def show(summary: Path = typer.Argument(..., help="reports/<benchmark>/summary.json")) -> None:
     """Print where the report is and its headline numbers."""
     _register_errors()
-    from enigma.evaluation.summary import read_summary
+    from enigma.evaluation.summary_file import read_summary
 
     print_summary(read_summary(summary), summary)
 

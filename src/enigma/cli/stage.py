@@ -97,7 +97,7 @@ def _checkpoint_stage(stage: str, c, p, progress: bool) -> None:
 
 
 def _read_summary(b, full: bool) -> dict:
-    from enigma.evaluation.summary import read_summary
+    from enigma.evaluation.summary_file import read_summary
 
     return read_summary(b.report_dir(full) / "summary.json")
 

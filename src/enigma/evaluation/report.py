@@ -27,7 +27,8 @@ from enigma.evaluation.errors import EvaluationError
 from enigma.evaluation.headline import headline_cells, headline_columns
 from enigma.evaluation.intervals import interval_text
 from enigma.evaluation.results import RESULT_COLUMNS, check_results, read_curves, read_results
-from enigma.evaluation.summary import build_summary, write_summary
+from enigma.evaluation.summary import build_summary
+from enigma.evaluation.summary_file import write_summary
 
 SUMMARY_FILE = "summary.json"
 HTML_FILE = "index.html"
