@@ -43,7 +43,8 @@ def register(app: typer.Typer) -> None:
         """Expose an agent as an OpenAI-compatible /v1/chat/completions endpoint."""
         from enigma.agents import load_agent, shown_spec
         from enigma.agents.apikey import read_api_key
-        from enigma.agents.server import check_bind, serve
+        from enigma.agents.serve_access import check_bind
+        from enigma.agents.server import serve
 
         p = load_params(params)
         cfg, serve_cfg = p.sample, p.serve
