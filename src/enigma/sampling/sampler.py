@@ -36,29 +36,11 @@ from enigma.agents.isolated import AgentProcessLost, IsolatedPythonAgent
 from enigma.sampling.cache import SampleCache
 from enigma.sampling.plan import (Call, LoggedState, draw_mode, logged_agent_states, occurrence_key,
                                   plan_calls)
+from enigma.sampling.targets_table import schema_of, target_columns
 from enigma.store.experience import ExperienceStore
 from enigma.store.readers.base import storable, unicode_problem
 
 log = logging.getLogger(__name__)
-
-OUTPUT_SCHEMA = pa.schema(
-    [
-        pa.field("dialog_id", pa.string()),
-        pa.field("turn_index", pa.int32()),
-        pa.field("sample_index", pa.int32()),
-        pa.field("text", pa.string()),
-        pa.field("agent_fingerprint", pa.string()),
-        pa.field("state_hash", pa.string()),
-        pa.field("seed", pa.int64()),
-        pa.field("error", pa.string()),
-    ]
-)
-# Added after OUTPUT_SCHEMA's columns when the agent records where each reply came from (a
-# retrieval stand-in with ``transcripts.sources``); other tables stay as they were.
-SOURCE_FIELD = pa.field("source_context", pa.string())
-# Added likewise when the agent records whether a reply was cut at its length limit (``hf:``:
-# ``max_new_tokens``); null where a reply came another way (asked alone after a failed batch).
-LIMIT_FIELD = pa.field("at_token_limit", pa.bool_())
 
 MAX_ERROR_CHARS = 500
 
@@ -110,9 +92,9 @@ def sample_targets(store: ExperienceStore | str | Path, agent_spec: str, **optio
     (same options: ``n_samples``, ``seed``, ``cache_dir``, ``exclude_agents``, ``agent``, ...)
     without its run statistics.
 
-    Returns one row per (dialog_id, turn_index, sample_index) with the columns of
-    ``OUTPUT_SCHEMA``; ``text`` is null and ``error`` says why where a sample failed. The
-    schema metadata carries the spec, the fingerprint, what was sampled (``SamplingStats.of_the_sample``:
+    Returns one row per (dialog_id, turn_index, sample_index) with the columns of ``OUTPUT_SCHEMA``
+    (``enigma.sampling.targets_table``); ``text`` is null and ``error`` says why where a sample
+    failed. The schema metadata carries the spec, the fingerprint, what was sampled (``SamplingStats.of_the_sample``:
     states and calls; not this run's cache hits, failures or time) and, for the transcript stand-ins,
     the approximation label.
     """
@@ -369,28 +351,13 @@ def _run_sampling(store: ExperienceStore, agent_spec: str, agent: Any, *, n_samp
             shown, stats.n_called, stats.seconds, stats.calls_per_second, stats.n_failed, stats.n_cached,
         )
 
-    schema = OUTPUT_SCHEMA.append(SOURCE_FIELD) if sourced else OUTPUT_SCHEMA
-    if limited:
-        schema = schema.append(LIMIT_FIELD)
-    columns: dict[str, list] = {name: [] for name in schema.names}
-    for st in states:
-        k = key_of(st)
-        for i in range(n_samples):
-            row = cached.get((k, i))
-            if row is None:  # cannot happen unless the cache was removed mid-run
-                raise RuntimeError(f"sampling {shown}: no cached sample for dialog {st.dialog_id!r} turn {st.turn_index} sample {i}")
-            columns["dialog_id"].append(st.dialog_id)
-            columns["turn_index"].append(st.turn_index)
-            columns["sample_index"].append(i)
-            columns["text"].append(row["text"])
-            columns["agent_fingerprint"].append(fp)
-            columns["state_hash"].append(st.state_hash)
-            columns["seed"].append(seed)
-            columns["error"].append(row["error"])
-            if sourced:
-                columns["source_context"].append(row.get("source_context"))
-            if limited:
-                columns["at_token_limit"].append(row.get("at_token_limit"))
+    def row_at(st: LoggedState, i: int) -> dict:
+        row = cached.get((key_of(st), i))
+        if row is None:  # cannot happen unless the cache was removed mid-run
+            raise RuntimeError(f"sampling {shown}: no cached sample for dialog {st.dialog_id!r} turn {st.turn_index} sample {i}")
+        return row
+
+    columns = target_columns(states, n_samples, row_at, fp, seed, sourced=sourced, limited=limited)
     if stats.n_called and all(text is None for text in columns["text"]):
         # too few calls to reach max_consecutive_errors, yet not one reply: the agent is unusable,
         # and a table of failures would only be estimated on as if it were a result
@@ -405,5 +372,5 @@ def _run_sampling(store: ExperienceStore, agent_spec: str, agent: Any, *, n_samp
     }
     if label:
         meta["enigma.sampling.approximation"] = label
-    table = pa.Table.from_pydict(columns, schema=schema).replace_schema_metadata(meta)
+    table = pa.Table.from_pydict(columns, schema=schema_of(sourced, limited)).replace_schema_metadata(meta)
     return table, stats
