@@ -24,8 +24,8 @@ from tests.conftest import REPO_ROOT
 REPORTS_BUDGET_BYTES = 6_000_000
 
 # the benchmarks whose full report's page and summary git keeps (.gitignore): every seed
-# comparator beside ENIGMA (issue 73); See 2019's waits for its stand-in reports' rebuild
-TRACKED_FULL = ("airline",)
+# comparator beside ENIGMA (issue 73)
+TRACKED_FULL = ("airline", "see2019")
 FULL_FIGURES = re.compile(r"reports/[^/]+_full/figures/[^/]+")
 
 
@@ -108,7 +108,7 @@ def test_tracked_reports_stay_within_the_budget():
         f"largest: {[(p, sizes[p]) for p in largest]}")
 
 
-def test_the_full_reports_figures_are_dvc_outputs_and_airlines_page_and_summary_are_gits():
+def test_the_full_reports_figures_are_dvc_outputs_and_their_pages_and_summaries_are_gits():
     stages = yaml.safe_load((REPO_ROOT / "dvc.yaml").read_text())["stages"]
     outs = {p: (o or {}) for out in stages["report_full"]["do"]["outs"] for p, o in out.items()}
     full = "${report.out_dir}/${key}_full"
@@ -118,7 +118,7 @@ def test_the_full_reports_figures_are_dvc_outputs_and_airlines_page_and_summary_
     assert next(iter(main_out.values())).get("cache") is False  # the main report is git's
     tracked = [p for p in _tracked("reports") if re.match(r"reports/[^/]+_full/", p)]
     expected = {f"reports/{b}_full/{f}" for b in TRACKED_FULL for f in ("summary.json", "index.html")}
-    assert set(tracked) == expected, "the tracked full reports: airline's page and summary"
+    assert set(tracked) == expected, "the tracked full reports: airline's and See 2019's pages and summaries"
     for b in TRACKED_FULL:
         summary = json.loads((REPO_ROOT / f"reports/{b}_full/summary.json").read_text())
         assert summary["benchmark"] == b and len(summary["estimators"]) > len(
@@ -128,4 +128,5 @@ def test_the_full_reports_figures_are_dvc_outputs_and_airlines_page_and_summary_
         assert len(sized) == 2 and all(note.startswith("sized: ") for note in sized.values()), sized
     assert _ignored("reports/any-benchmark_full/index.html"), "git does not ignore another benchmark's full report"
     assert _ignored("reports/airline_full/figures/overview.png"), "git does not ignore a full report's figures"
-    assert not _ignored("reports/airline_full/index.html"), "git ignores airline's full page"
+    for b in TRACKED_FULL:
+        assert not _ignored(f"reports/{b}_full/index.html"), f"git ignores {b}'s full page"
