@@ -11,7 +11,9 @@ dialogues (the benchmark's rollouts). Rows:
 - ``spe``: the mean rating model over the own dialogues;
 - ``own-dr``: ``spe`` + sum zeta (r - R_cf) / sum zeta over the logged dialogues;
 - ``own-dr-capped``: the same with zeta clipped at 1;
-- ``blend``: per rating, the mean of ``default`` and ``own-dr-capped`` (the rule's addendum).
+- ``blend``: per rating, the mean of ``default`` and ``own-dr-capped`` (the rule's addendum);
+- ``stack``: per rating and held-out agent, the weight between the two chosen on the other dev
+  agents' truths (the rule's second addendum).
 
     .venv/bin/dvc repro sample@airline            # store, rollouts, target actions
     .venv/bin/python studies/own_dialogues_dr_dev.py airline --tag own_dialogues_dr_airline
@@ -37,7 +39,8 @@ import numpy as np
 from result_files import paired_cell, write_result
 
 REPO = Path(__file__).resolve().parents[1]
-ROWS = ("default", "spe", "own-dr", "own-dr-capped", "blend")
+ROWS = ("default", "spe", "own-dr", "own-dr-capped", "blend", "stack")
+WEIGHTS = np.round(np.linspace(0.0, 1.0, 11), 1)
 FOLDS = 5
 
 
@@ -61,6 +64,22 @@ def own_dr(own_mean: np.ndarray, zeta: np.ndarray, rewards: np.ndarray, predicte
         w = z[ok]
         out.append(own_mean[j] + float(np.sum(w * (rewards[ok, j] - predicted[ok, j])) / np.sum(w)))
     return np.asarray(out)
+
+
+def stacked(a: np.ndarray, b: np.ndarray, truth: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per agent i: w a_i + (1 - w) b_i, w from ``WEIGHTS`` maximising the Pearson correlation
+    with ``truth`` over the other agents (ties: the larger w, toward ``a``). Returns the
+    combined estimates and the weights."""
+    out, chosen = np.empty(len(a)), np.empty(len(a))
+    for i in range(len(a)):
+        rest = np.arange(len(a)) != i
+        best, w_best = -np.inf, 1.0
+        for w in WEIGHTS[::-1]:
+            c = np.corrcoef(w * a[rest] + (1 - w) * b[rest], truth[rest])[0, 1]
+            if c > best + 1e-12:
+                best, w_best = c, w
+        out[i], chosen[i] = w_best * a[i] + (1 - w_best) * b[i], w_best
+    return out, chosen
 
 
 def one_agent(b, params, enigma, spe, store, rollouts, agent: str) -> dict[str, Any]:
@@ -187,6 +206,13 @@ def main() -> None:
 
     truth = dev_truth(base, args.benchmark, dev)
     ratings = list(truth.columns)
+    weights = {}
+    for r in ratings:
+        a = np.array([got[x]["values"]["default"][r] for x in dev])
+        b_ = np.array([got[x]["values"]["own-dr-capped"][r] for x in dev])
+        combined, weights[r] = stacked(a, b_, truth[r].to_numpy(dtype=float))
+        for x, v in zip(dev, combined):
+            got[x]["values"]["stack"] = {**got[x]["values"].get("stack", {}), r: float(v)}
     scores, info = {}, {}
     for row in ROWS:
         est = pd.DataFrame({a: got[a]["values"][row] for a in dev}).T.loc[dev, ratings]
@@ -217,9 +243,12 @@ def main() -> None:
     secs = [got[a]["seconds"] for a in dev]
     lines += ["", f"Own dialogues per agent: {min(got[a]['n_own'] for a in dev)} to {max(got[a]['n_own'] for a in dev)}; "
               f"zeta's effective sample {min(got[a]['ess_share'] for a in dev):.0%} to {max(got[a]['ess_share'] for a in dev):.0%} "
-              f"of the logs; {np.median(secs):.1f} s per agent (median, ENIGMA's fit included)."]
+              f"of the logs; {np.median(secs):.1f} s per agent (median, ENIGMA's fit included).", "",
+              "`stack`'s weight on `default` per rating (over the held-out agents: min / median / max): "
+              + "; ".join(f"{r} {weights[r].min():.1f} / {np.median(weights[r]):.1f} / {weights[r].max():.1f}" for r in ratings) + "."]
     write_result(args.tag, lines, {"reproduce": cmd, "code": code, "benchmark": args.benchmark, "dev_agents": dev,
-                                   "rows": info, "paired": diffs, "per_agent": got})
+                                   "rows": info, "paired": diffs, "per_agent": got,
+                                   "stack_weights": {r: dict(zip(dev, map(float, w))) for r, w in weights.items()}})
 
 
 if __name__ == "__main__":
