@@ -54,16 +54,15 @@ def cross_fitted(x: np.ndarray, y: np.ndarray, fit, folds: int = FOLDS, seed: in
     return out
 
 
-def own_dr(own_mean: np.ndarray, zeta: np.ndarray, rewards: np.ndarray, predicted: np.ndarray, cap: float | None) -> np.ndarray:
+def own_dr(own_mean: np.ndarray, zeta: np.ndarray, rewards: np.ndarray, predicted: np.ndarray, cap: float | None,
+           names: list[str]) -> np.ndarray:
     """Per rating: the own dialogues' mean model rating plus the zeta-weighted mean residual of
-    the logged dialogues that carry the rating."""
+    the logged dialogues that carry the rating (post-normalised, as ENIGMA's ``weighted``)."""
+    from enigma.ope.estimates import rating_estimates
+
     z = np.minimum(zeta, cap) if cap is not None else zeta
-    out = []
-    for j in range(rewards.shape[1]):
-        ok = ~np.isnan(rewards[:, j])
-        w = z[ok]
-        out.append(own_mean[j] + float(np.sum(w * (rewards[ok, j] - predicted[ok, j])) / np.sum(w)))
-    return np.asarray(out)
+    residual = rating_estimates(z, rewards - predicted, names)
+    return own_mean + np.array([residual[n]["estimate"] for n in names])
 
 
 def stacked(a: np.ndarray, b: np.ndarray, truth: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -82,7 +81,7 @@ def stacked(a: np.ndarray, b: np.ndarray, truth: np.ndarray) -> tuple[np.ndarray
     return out, chosen
 
 
-def one_agent(b, params, enigma, spe, store, rollouts, agent: str) -> dict[str, Any]:
+def one_agent(b, enigma, spe, store, rollouts, agent: str) -> dict[str, Any]:
     from enigma.comparators.dialogues import logged_dialogues, rating_matrix, target_dialogues
     from enigma.comparators.spe import spe_inputs, train_sigmoid_head
     from enigma.contracts import Regime
@@ -133,8 +132,8 @@ def one_agent(b, params, enigma, spe, store, rollouts, agent: str) -> dict[str, 
     values = {
         "default": {n: float(fitted.estimates[n]["estimate"]) for n in names},
         "spe": dict(zip(names, map(float, own_mean))),
-        "own-dr": dict(zip(names, map(float, own_dr(own_mean, zeta, rewards, predicted, None)))),
-        "own-dr-capped": dict(zip(names, map(float, own_dr(own_mean, zeta, rewards, predicted, 1.0)))),
+        "own-dr": dict(zip(names, map(float, own_dr(own_mean, zeta, rewards, predicted, None, names)))),
+        "own-dr-capped": dict(zip(names, map(float, own_dr(own_mean, zeta, rewards, predicted, 1.0, names)))),
     }
     return {"agent": agent, "values": values, "n_own": len(own), "n_logged": len(ids),
             "ess_share": float(weighted[names[0]]["ess"] / len(ids)), "seconds": time.perf_counter() - start}
@@ -155,7 +154,7 @@ def run_agents(benchmark: str, params_data: dict[str, Any], agents: list[str], o
         path = Path(out) / f"{a}.json"
         if path.exists():
             continue
-        got = one_agent(b, params, enigma, spe, store, rollouts, a)
+        got = one_agent(b, enigma, spe, store, rollouts, a)
         path.write_text(json.dumps(got, indent=1))
         print(f"{benchmark}: {a} {got['seconds']:.1f} s", flush=True)
 
