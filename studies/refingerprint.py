@@ -22,6 +22,11 @@ A result file ``data/<b>/<results folder>/<estimator>/<agent>.json`` is keyed by
     #    estimator, with its estimate() replaced by an error, so nothing is recomputed or written
     .venv/bin/python studies/refingerprint.py verify data [--results DIR] [--agents 2]
 
+A later change that adds a setting (a new field at a default that moves no number, e.g. issue 71's
+``fqe.history_extremes``) migrates the same way, with its own reference: ``dump --out F`` on the
+code before, ``migrate --before F`` on the code after. A part recorded without the added field
+(``fqe``'s dict) is carried over only where the new code reads it to the same settings.
+
 The estimators are built as the benchmarks build them (enigma.estimators.benchmark_estimator),
 from params.yaml and studies/params.yaml (which extends it: the lab's rows, results_studies).
 """
@@ -110,6 +115,20 @@ def rewrite_fingerprint(path: Path, old: str, new: str) -> None:
     os.replace(tmp, path)
 
 
+def _resolves_alike(new: dict, key: str, old_value) -> bool:
+    """Whether a recorded part (``fqe``'s dict, say) written before a setting was added to it
+    resolves to the same settings as the new one: the new code reads the old value, the added
+    field takes its default, and the flat config comes back equal to ``new``."""
+    from enigma.ope.config import DiceConfig
+
+    if not isinstance(old_value, dict) or not isinstance(new.get(key), dict) or not set(old_value) < set(new[key]):
+        return False
+    try:
+        return DiceConfig.from_flat({**new, key: old_value}).flat() == new
+    except ValueError:
+        return False
+
+
 def recorded_config(old: dict, est) -> dict:
     """What a run of ``est`` (the new code's estimator) records as ``diagnostics.config`` where a
     run of the old code recorded ``old``: the estimator's resolved settings as a flat section
@@ -120,7 +139,7 @@ def recorded_config(old: dict, est) -> dict:
     new = est.config.flat()
     if new.get("tmax") is None:
         new["tmax"] = old.get("tmax")
-    differ = sorted(k for k in set(old) & set(new) if old[k] != new[k])
+    differ = sorted(k for k in set(old) & set(new) if old[k] != new[k] and not _resolves_alike(new, k, old[k]))
     if differ:
         raise ValueError(f"the recorded settings differ from {est.name}'s: " + ", ".join(f"{k} {old[k]!r} -> {new[k]!r}" for k in differ))
     from enigma.ope.config import EXACT_NU_FIXED, DiceConfig
@@ -182,8 +201,8 @@ def migrate_folder(folder: Path, old_fps: dict[str, str], new_fps: dict[str, str
     return counts
 
 
-def migrate(data_dirs: list[Path], dry_run: bool) -> dict[str, dict[str, int]]:
-    old = json.loads(BEFORE.read_text())["fingerprints"]
+def migrate(data_dirs: list[Path], dry_run: bool, before: Path = BEFORE) -> dict[str, dict[str, int]]:
+    old = json.loads(before.read_text())["fingerprints"]
     new = fingerprints()
     if all(old.get(b, {}).get(n) == new[b][n] for b in new for n in new[b]):
         raise SystemExit("the code's fingerprints are all the old ones: run dump on the old code, migrate on the new")
@@ -325,7 +344,8 @@ def check_configs(reference: Path = CONFIGS_BEFORE, report: Path = RESULTS / "re
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="mode", required=True)
-    sub.add_parser("dump", help=f"the code's estimator fingerprints -> {BEFORE.relative_to(REPO)}")
+    dump = sub.add_parser("dump", help="the code's estimator fingerprints")
+    dump.add_argument("--out", type=Path, default=BEFORE, help=f"where (default {BEFORE.relative_to(REPO)}, issue 59's)")
     cfg = sub.add_parser("configs", help=f"every ENIGMA row's resolved config -> {CONFIGS_BEFORE.relative_to(REPO)}")
     cfg.add_argument("--check", action="store_true", help="compare with the committed reference instead")
     cfg.add_argument("--reference", type=Path, default=CONFIGS_BEFORE, help="--check: the reference to compare with")
@@ -333,6 +353,7 @@ def main() -> None:
     mig = sub.add_parser("migrate", help="rewrite the saved results' estimator fingerprints")
     mig.add_argument("data_dirs", nargs="+", type=Path, help="pipeline data folders (data/<benchmark>/results...)")
     mig.add_argument("--dry-run", action="store_true", help="count, write nothing")
+    mig.add_argument("--before", type=Path, default=BEFORE, help="the fingerprints dump wrote on the code before the change")
     ver = sub.add_parser("verify", help="the train stage's resume path reuses the migrated results")
     ver.add_argument("data", type=Path, help="the pipeline data folder with the benchmarks' stores, targets and rollouts")
     ver.add_argument("--results", type=Path, default=None, help="where the results folders are (default: DATA)")
@@ -344,8 +365,8 @@ def main() -> None:
     from provenance import code_version
 
     if args.mode == "dump":
-        BEFORE.write_text(json.dumps({"code": code_version(), "fingerprints": fingerprints()}, indent=1) + "\n")
-        print(f"wrote {BEFORE}")
+        args.out.write_text(json.dumps({"code": code_version(), "fingerprints": fingerprints()}, indent=1) + "\n")
+        print(f"wrote {args.out}")
     elif args.mode == "configs" and not args.check:
         CONFIGS_BEFORE.write_text(json.dumps({"code": code_version(), "configs": resolved_configs()}, indent=1, sort_keys=True) + "\n")
         print(f"wrote {CONFIGS_BEFORE}")
@@ -355,7 +376,7 @@ def main() -> None:
         report = verify(args.data, args.results or args.data, args.agents, args.benchmark)
         sys.exit(1 if any(c["not reused"] for c in report.values()) or not report else 0)
     else:
-        migrate(args.data_dirs, args.dry_run)
+        migrate(args.data_dirs, args.dry_run, args.before)
 
 
 if __name__ == "__main__":

@@ -50,3 +50,22 @@ def test_a_folder_migrates_the_old_key_only_and_a_rerun_changes_nothing(tmp_path
     assert json.loads(old.read_text())["fingerprint"] == f"s1-{NEW}-t1"
     assert all(p.read_bytes() == b for p, b in untouched.items())
     assert migrate_folder(tmp_path, {"enigma": OLD}, {"enigma": NEW}) == {"migrated": 0, "already": 1, "stale": 2, "unknown": 1}
+
+
+def test_a_setting_added_to_a_part_migrates_only_at_its_default():
+    """A result recorded before a field was added to a nested part (fqe's dict) is carried over
+    when the field's default is what the estimator runs; not when the recorded value differs."""
+    from types import SimpleNamespace
+
+    from enigma.ope.config import DiceConfig
+    from studies.refingerprint import recorded_config
+
+    est = SimpleNamespace(name="enigma", config=DiceConfig.from_section({"fqe": {"agreement": False}}))
+    now = est.config.flat()
+    assert now["fqe"]["history"] is False
+    before = {**now, "fqe": {k: v for k, v in now["fqe"].items() if k != "history"}}
+    assert recorded_config(before, est) == now
+    with pytest.raises(ValueError, match="fqe"):
+        recorded_config({**now, "fqe": {**now["fqe"], "ensemble": now["fqe"]["ensemble"] + 1}}, est)
+    with pytest.raises(ValueError, match="fqe"):  # the old one had a key the new one lacks: not an added setting
+        recorded_config({**now, "fqe": {**now["fqe"], "unknown": 1}}, est)
