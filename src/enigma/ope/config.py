@@ -66,12 +66,15 @@ class FqeConfig(BaseModel):
     linear_members: int = Field(0, ge=0, description="how many of the ensemble's members (the last ones) add a linear map of their inputs to the network's output (a skip path, no dropout): a rating that depends on the features about linearly and weakly, e.g. a 0/1 rating divided by 4, is read without the hidden layers having to learn it")
     lstd_residual: bool = Field(False, description="add to the fitted Q a linear Q on nu's basis fitted by LSTD to the fitted Q's own temporal-difference errors (q_ridge): what the network left of a linear signal; refitted on every bootstrap resample, as the LSTD Q is")
     history: bool = Field(False, description="the Q also reads the mean of the logged pairs' features at the dialogue's earlier agent turns (part of the state): what was done before the turn, which the last exchange and the frozen encoder's history summary dilute in a long dialogue")
+    history_extremes: bool = Field(False, description="with history: the Q also reads the element-wise max and min of the earlier turns' features, which a long run of closing turns does not dilute as it dilutes their mean")
     project_dim: int | None = Field(None, ge=1, description="frozen encoders: the Q reads its own whitened PCA of the pair's text vectors to this many dims (at or above their width: the vectors themselves); null: the heads' text columns")
 
     @model_validator(mode="after")
     def _members(self) -> "FqeConfig":
         if self.linear_members > self.ensemble:
             raise ValueError(f"fqe.linear_members ({self.linear_members}) is more than fqe.ensemble ({self.ensemble}) members")
+        if self.history_extremes and not self.history:
+            raise ValueError("fqe.history_extremes is read beside the history's mean: set fqe.history: true too")
         return self
 
 

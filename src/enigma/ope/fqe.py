@@ -131,6 +131,10 @@ def _fit_one(turns: TurnFeatures, rewards: np.ndarray, cfg: FqeConfig, seed: int
         h = _earlier_mean(x_logged, turn)
         x_logged = torch.cat([x_logged, h], 1)
         x_target = torch.cat([x_target, h.unsqueeze(1).expand(-1, x_target.shape[1], -1)], 2)
+        if cfg.history_extremes:
+            e = _earlier_extremes(x_logged[:, : logged.shape[1]], turn)
+            x_logged = torch.cat([x_logged, e], 1)
+            x_target = torch.cat([x_target, e.unsqueeze(1).expand(-1, x_target.shape[1], -1)], 2)
     terminal = turn + 1 == n_turns[dialogue]
     ratings = torch.as_tensor(rewards, dtype=torch.float32)  # [N, K], NaN: unrated
     # the loss sums the ratings' squared errors, so the shared hidden layer serves the ratings of
@@ -195,6 +199,22 @@ def _earlier_mean(x: torch.Tensor, turn: torch.Tensor) -> torch.Tensor:
     before = torch.cat([cs.new_zeros(1, x.shape[1]), cs[:-1]], 0)  # sum of every row above
     start = before[torch.arange(len(x)) - turn]  # sum of the rows above the dialogue's first
     return ((before - start) / turn.clamp(min=1).unsqueeze(1).double()).to(x.dtype)
+
+
+def _earlier_extremes(x: torch.Tensor, turn: torch.Tensor) -> torch.Tensor:
+    """[T, 2d] at each row the element-wise max, then min, of ``x`` over its dialogue's earlier
+    rows (zeros at a first turn); a dialogue's rows are consecutive, in turn order."""
+    start = torch.arange(len(x)) - turn
+    dialogue = torch.unique_consecutive(start, return_inverse=True)[1]
+    prev = (turn - 1).clamp(min=0)
+    first = (turn == 0).unsqueeze(1)
+    out = []
+    for sign in (1.0, -1.0):
+        padded = x.new_full((int(dialogue.max()) + 1, int(turn.max()) + 1, x.shape[1]), float("-inf"))
+        padded[dialogue, turn] = sign * x
+        running = torch.cummax(padded, dim=1).values[dialogue, prev] * sign
+        out.append(torch.where(first, torch.zeros_like(running), running))
+    return torch.cat(out, 1)
 
 
 def _rating_units(ratings: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
