@@ -151,6 +151,18 @@ def recorded_config(old: dict, est) -> dict:
     return new
 
 
+def _settings_alike(path: Path, est) -> bool:
+    """Whether every row of result file ``path`` recorded settings that resolve to ``est``'s."""
+    for row in json.loads(path.read_text())["rows"]:
+        diagnostics = json.loads(row["diagnostics"]) if row.get("diagnostics") else None
+        if isinstance(diagnostics, dict) and isinstance(diagnostics.get("config"), dict):
+            try:
+                recorded_config(diagnostics["config"], est)
+            except ValueError:
+                return False
+    return True
+
+
 def rewrite_config(path: Path, est) -> None:
     """Result file ``path`` with each row's recorded ``diagnostics.config`` in the new code's form
     (``recorded_config``), written as the runner writes it (its JSON form, the diagnostics
@@ -173,11 +185,13 @@ def migrate_folder(folder: Path, old_fps: dict[str, str], new_fps: dict[str, str
                    estimators: dict[str, object] | None = None) -> dict[str, int]:
     """Every result file of ``folder`` (``<estimator>/<agent>.json``) whose estimator fingerprint
     is the old one gets the new one. Counts: migrated, already (the new one: a rerun changes
-    nothing), stale (neither: an edited setting or a failure record; the train stage recomputes
+    nothing), changed (the old key, but a DICE result whose recorded settings the new code does
+    not resolve alike: a setting of this estimator changed, so it is left for the train stage to
+    recompute), stale (neither: an edited setting or a failure record; the train stage recomputes
     it), unknown (an estimator no benchmark runs). ``estimators`` (name: the new code's estimator):
     a DICE estimator's migrated files get their recorded settings in the new form too
     (``rewrite_config``)."""
-    counts = {"migrated": 0, "already": 0, "stale": 0, "unknown": 0}
+    counts = {"migrated": 0, "already": 0, "changed": 0, "stale": 0, "unknown": 0}
     for path in sorted(folder.glob("*/*.json")):
         name = urllib.parse.unquote(path.parent.name)
         if name not in new_fps:
@@ -190,10 +204,14 @@ def migrate_folder(folder: Path, old_fps: dict[str, str], new_fps: dict[str, str
         elif parts[1] == new_fps[name]:
             counts["already"] += 1
         elif parts[1] == old_fps.get(name):
+            est = (estimators or {}).get(name)
+            dice = est is not None and hasattr(est.config, "flat")
+            if dice and not _settings_alike(path, est):  # its settings changed, not their form: recomputed
+                counts["changed"] += 1
+                continue
             if not dry_run:
                 rewrite_fingerprint(path, full, "-".join([parts[0], new_fps[name], parts[2]]))
-                est = (estimators or {}).get(name)
-                if est is not None and hasattr(est.config, "flat"):
+                if dice:
                     rewrite_config(path, est)
             counts["migrated"] += 1
         else:

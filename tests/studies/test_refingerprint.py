@@ -46,10 +46,10 @@ def test_a_folder_migrates_the_old_key_only_and_a_rerun_changes_nothing(tmp_path
     other = _result(tmp_path, "retired", "a1", f"s1-{OLD}-t1")  # an estimator no benchmark runs
     untouched = {p: p.read_bytes() for p in (stale, failed, other)}
     counts = migrate_folder(tmp_path, {"enigma": OLD}, {"enigma": NEW})
-    assert counts == {"migrated": 1, "already": 0, "stale": 2, "unknown": 1}
+    assert counts == {"migrated": 1, "already": 0, "changed": 0, "stale": 2, "unknown": 1}
     assert json.loads(old.read_text())["fingerprint"] == f"s1-{NEW}-t1"
     assert all(p.read_bytes() == b for p, b in untouched.items())
-    assert migrate_folder(tmp_path, {"enigma": OLD}, {"enigma": NEW}) == {"migrated": 0, "already": 1, "stale": 2, "unknown": 1}
+    assert migrate_folder(tmp_path, {"enigma": OLD}, {"enigma": NEW}) == {"migrated": 0, "already": 1, "changed": 0, "stale": 2, "unknown": 1}
 
 
 def test_a_setting_added_to_a_part_migrates_only_at_its_default():
@@ -69,3 +69,23 @@ def test_a_setting_added_to_a_part_migrates_only_at_its_default():
         recorded_config({**now, "fqe": {**now["fqe"], "ensemble": now["fqe"]["ensemble"] + 1}}, est)
     with pytest.raises(ValueError, match="fqe"):  # the old one had a key the new one lacks: not an added setting
         recorded_config({**now, "fqe": {**now["fqe"], "unknown": 1}}, est)
+
+
+def test_a_result_whose_settings_changed_is_left_to_recompute(tmp_path):
+    """The estimator's fingerprint moved because one of its settings changed (not only their
+    form): its result keeps the old key, so the train stage recomputes it, instead of carrying an
+    old number over under the new settings."""
+    from types import SimpleNamespace
+
+    from enigma.ope.config import DiceConfig
+
+    est = SimpleNamespace(name="enigma", config=DiceConfig.from_section({"fqe": {"agreement": False}}))
+    recorded = {**est.config.flat(), "fqe": {**est.config.flat()["fqe"], "ensemble": 7}}
+    path = _result(tmp_path, "enigma", "a1", f"s1-{OLD}-t1")
+    saved = json.loads(path.read_text())
+    saved["rows"][0]["diagnostics"] = json.dumps({"config": recorded})
+    path.write_text(json.dumps(saved, indent=1))
+    before = path.read_bytes()
+    counts = migrate_folder(tmp_path, {"enigma": OLD}, {"enigma": NEW}, estimators={"enigma": est})
+    assert counts == {"migrated": 0, "already": 0, "changed": 1, "stale": 0, "unknown": 0}
+    assert path.read_bytes() == before
