@@ -94,7 +94,9 @@ def main() -> None:
              "| benchmark | half (agents) | old default | new default | new − old [95% CI] | spread ratio |",
              "|---|---|---|---|---|---|", *rows]
     if args.old_results is not None:
-        lines += ["", "Median seconds per agent (ENIGMA's result files, 2 workers):", "",
+        lines += ["", "Median seconds per agent (ENIGMA's result files, 2 workers). The old default's files are a copy kept aside "
+                  "before the rebuild, not in git: these seconds reproduce only where that copy is; the Pearson columns "
+                  "reproduce from any clone. Both were timed on this 2-core machine, in different sessions.", "",
                   "| benchmark | old default | new default | ratio |", "|---|---|---|---|"]
         for bench in args.benchmarks:
             t = payload[bench]["median_seconds_per_agent"]
