@@ -10,8 +10,10 @@ resamples of the agents, so each difference against ``dr`` is paired.
     .venv/bin/python studies/value_kinds_dev.py airline airline-seed1 airline-seed2 see2019 \\
         see2019-ownchats see2019-onsupport see2019-ownchats-onsupport
 
-Reads ``<pipeline.data_dir>/<benchmark>/results/enigma`` (``dvc repro train@<benchmark>``).
-Output: studies/results/value_kinds_dev.{md,json}.
+Reads ``<pipeline.data_dir>/<benchmark>/results/enigma`` (``dvc repro train@<benchmark>``), or,
+given as ``LABEL=BENCHMARK:RESULTS_DIR``, a results folder ``studies/dev_rows.py`` wrote (a row's
+``--work`` folder); ``--dev-of`` keeps the dev agents of another benchmark too (the delayed stores
+are scored on airline's dev sellers). Output: studies/results/value_kinds_dev.{md,json}.
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ def main() -> None:
     ap.add_argument("benchmarks", nargs="+")
     ap.add_argument("--params", type=Path, default=REPO / "params.yaml")
     ap.add_argument("--tag", default="value_kinds_dev")
+    ap.add_argument("--dev-of", metavar="BENCHMARK", default=None, help="only the dev agents of this benchmark too")
     args = ap.parse_args()
 
     from enigma.evaluation.correlation import paired_difference, score_estimator
@@ -59,28 +62,32 @@ def main() -> None:
 
     params = Params.load(args.params)
     table, payload = [], {}
-    for name in args.benchmarks:
+    for spec in args.benchmarks:
+        label, _, rest = spec.partition("=") if "=" in spec else (spec, "", spec)
+        name, _, folder = rest.partition(":")
         dev = dev_agents(params, name)
+        if args.dev_of:
+            dev = sorted(set(dev) & set(dev_agents(params, args.dev_of)))
         if not dev:
             print(f"{name}: no dev half (report.split.test_only names it): skipped", file=sys.stderr)
             continue
         truth = dev_truth(params, name, dev)
         ratings = list(truth.columns)
-        values = dev_values(read_results(params.benchmark(name).results_dir()), dev)
+        values = dev_values(read_results(Path(folder) if folder else params.benchmark(name).results_dir()), dev)
         scores = {k: score_estimator(k, values[k][ratings], truth, ratings) for k in KINDS}
         diffs = {k: paired_difference(scores[k], scores["dr"], "pearson", 0.95) for k in KINDS if k != "dr"}
         means = {k: scores[k].means["pearson"] for k in KINDS}
         spread = {k: float(sum(scores[k].per_rating[r]["spread_ratio"] for r in ratings) / len(ratings)) for k in KINDS}
-        table.append(f"| {name} | {len(dev)} | " + " | ".join(f"{means[k]:.3f}" for k in KINDS)
+        table.append(f"| {label} | {len(dev)} | " + " | ".join(f"{means[k]:.3f}" for k in KINDS)
                      + f" | {paired_cell(diffs['q'])} | {paired_cell(diffs['weighted'])} | "
                      + " / ".join(f"{spread[k]:.2f}" for k in KINDS) + " |")
-        payload[name] = {"dev_agents": dev, "mean_pearson": means, "mean_spread_ratio": spread, "paired_vs_dr": diffs}
+        payload[label] = {"dev_agents": dev, "mean_pearson": means, "mean_spread_ratio": spread, "paired_vs_dr": diffs}
 
     cmd = shlex.join([".venv/bin/python", "studies/value_kinds_dev.py", *sys.argv[1:]])
     code = code_version()
     lines = ["# ENIGMA's three values on the dev halves (issue 58)", "", f"`{cmd}` (code: {code})", "",
-             "From the train stage's saved ENIGMA results (params.yaml's default, which reports `dr`, its zeta clipped at "
-             "`dr_zeta_cap`); every result keeps "
+             "From saved ENIGMA results: the train stage's (params.yaml's default, which reports `dr`, its zeta clipped at "
+             "`dr_zeta_cap`), or for a `LABEL=BENCHMARK:FOLDER` a `studies/dev_rows.py` row's (its settings); every result keeps "
              "all three values. Dev-half agents only (`report.split`): no test-half agent is scored. Mean Pearson over "
              "the ratings; differences against `dr` paired over 1000 bootstrap resamples of the agents (95%).", "",
              "| benchmark | dev agents | dr | q | weighted | q − dr | weighted − dr | spread ratio dr / q / weighted |",
