@@ -12,6 +12,7 @@ seconds per agent (median), from the old default's result files kept aside and t
 from __future__ import annotations
 
 import argparse
+import json
 import shlex
 import statistics
 import subprocess
@@ -25,17 +26,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from result_files import paired_cell, write_result  # noqa: E402
 
 ESTIMATOR = "enigma"
-
-
-def estimates(summary: dict, agents: list[str]) -> tuple["pd.DataFrame", "pd.DataFrame"]:  # noqa: F821
-    """(ENIGMA's estimates, the truth) over ``agents``, one column per rating."""
-    import pandas as pd
-
-    ratings = summary["ratings"]
-    cells = summary["agents"]
-    est = pd.DataFrame({r: [cells[a][r][ESTIMATOR] for a in agents] for r in ratings}, index=agents)
-    truth = pd.DataFrame({r: [cells[a][r]["truth"] for a in agents] for r in ratings}, index=agents)
-    return est, truth
 
 
 def seconds(folder: Path) -> float | None:
@@ -52,7 +42,7 @@ def main() -> None:
     args = ap.parse_args()
 
     from enigma.evaluation.correlation import paired_difference, score_estimator
-    from enigma.evaluation.summary_file import read_summary
+    from enigma.evaluation.summary_file import read_summary, summary_estimates
     from provenance import code_version
 
     rows, payload = [], {}
@@ -60,18 +50,14 @@ def main() -> None:
         path = f"reports/{bench}/summary.json"
         new = read_summary(REPO / path)
         shown = subprocess.run(["git", "show", f"{args.before}:{path}"], cwd=REPO, capture_output=True, text=True, check=True)
-        tmp = REPO / "data" / "work" / f"adoption_before_{bench}.json"
-        tmp.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_text(shown.stdout)
-        old = read_summary(tmp)
-        tmp.unlink()
+        old = json.loads(shown.stdout)  # as written (packed): summary_estimates reads either layout
         halves = {h: a for h, a in new["splits"].items() if a} if new.get("splits") else {}
         if len(halves) != 1:  # an all-test benchmark's one half is all of it
             halves["all"] = sorted(new["agents"])
         payload[bench] = {}
         for half, agents in halves.items():
-            e_new, truth = estimates(new, agents)
-            e_old, truth_old = estimates(old, agents)
+            e_new, truth = summary_estimates(new, ESTIMATOR).loc[agents], summary_estimates(new, "truth").loc[agents]
+            e_old, truth_old = summary_estimates(old, ESTIMATOR).loc[agents], summary_estimates(old, "truth").loc[agents]
             if not truth.equals(truth_old):
                 raise SystemExit(f"{bench}: the truth differs between {args.before} and the working tree")
             ratings = list(truth.columns)

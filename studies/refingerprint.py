@@ -21,6 +21,8 @@ A result file ``data/<b>/<results folder>/<estimator>/<agent>.json`` is keyed by
     #    enigma.pipeline.train calls it) reuses the migrated results: the first agents of each
     #    estimator, with its estimate() replaced by an error, so nothing is recomputed or written
     .venv/bin/python studies/refingerprint.py verify data [--results DIR] [--agents 2]
+    # 5. one migrated result against a fresh run of the new code, byte for byte
+    .venv/bin/python studies/refingerprint.py fresh <benchmark> <estimator> <agent> [--main]
 
 A later change that adds a setting (a new field at a default that moves no number, e.g. issue 71's
 ``fqe.history_extremes``) migrates the same way, with its own reference: ``dump --out F`` on the
@@ -239,18 +241,71 @@ def migrate(data_dirs: list[Path], dry_run: bool, before: Path = BEFORE) -> dict
     return report
 
 
+def experience(b) -> tuple[object, object | None]:
+    """Benchmark ``b``'s store and its rollouts (None without), as the train stage opens them."""
+    from enigma.store.experience import ExperienceStore
+
+    return ExperienceStore.open(b.store), (ExperienceStore.open(b.rollouts) if b.rollouts is not None else None)
+
+
+def agent_sources(b, est, agent: str, rollouts):
+    """What the train stage gives ``est`` about held-out ``agent`` (enigma.pipeline.train.sources)."""
+    from enigma.contracts import Regime
+    from enigma.pipeline.sample import read_targets
+    from enigma.pipeline.train import sources
+
+    targets = read_targets(b, agent) if Regime.REPLIES_AT_LOGGED_STATES in est.regimes else None
+    return sources(b, targets, rollouts)
+
+
+def fresh(bench: str, name: str, agent: str, full: bool) -> int:
+    """One carried-over result against a fresh run of today's code: recomputed as the train stage
+    computes it (``evaluate_one``, not resumed) into a temporary folder and compared with the
+    saved file: the json rows (their ``seconds`` aside), the fingerprint, and the heads and
+    curve, byte for byte. 0 when all are the same."""
+    import filecmp
+    import tempfile
+
+    from enigma.estimators import benchmark_estimator
+    from enigma.evaluation.loao import evaluate_one
+    from enigma.evaluation.results import result_path
+    from enigma.params import Params
+
+    params = Params.load(REPO / "params.yaml")
+    b = params.benchmark(bench)
+    store, rollouts = experience(b)
+    est = benchmark_estimator(b, name, params)
+    saved = result_path(b.results_dir(full), est.name, agent)
+    if not saved.is_file():
+        raise SystemExit(f"{saved}: no saved result to compare with")
+
+    def rows(p: Path) -> dict:
+        d = json.loads(p.read_text())
+        for r in d["rows"]:
+            r.pop("seconds", None)
+        return d
+
+    with tempfile.TemporaryDirectory() as tmp:
+        evaluate_one(store, est, agent, agent_sources(b, est, agent, rollouts), tmp, resume=False)
+        made = result_path(tmp, est.name, agent)
+        checks = {"json rows (seconds aside)": rows(made) == rows(saved),
+                  "fingerprint": json.loads(made.read_text())["fingerprint"] == json.loads(saved.read_text())["fingerprint"]}
+        for f in sorted(made.parent.glob(agent + ".*")):
+            if f.suffix not in (".json", ".seconds"):
+                checks[f.name + " byte-identical"] = filecmp.cmp(f, saved.parent / f.name, shallow=False)
+    for what, ok in checks.items():
+        print(f"{what}: {'yes' if ok else 'NO'}")
+    return 0 if all(checks.values()) else 1
+
+
 def verify(data: Path, results_root: Path, n_agents: int, benchmarks: list[str] | None = None) -> dict[str, dict[str, int]]:
     """For each results folder under ``results_root`` and each estimator with result files there,
     its first ``n_agents`` held-out agents through ``evaluate_one`` (the train stage's call, its
     sources built by enigma.pipeline.train.sources from ``data``'s store, targets and rollouts):
     counts of results reused and of results it would have recomputed (an error: it never does)."""
-    from enigma.contracts import Regime
     from enigma.evaluation.loao import evaluate_one
     from enigma.evaluation.results import result_path
-    from enigma.pipeline.sample import read_targets
     from enigma.pipeline.store import heldout_agents
-    from enigma.pipeline.train import sources
-    from enigma.store.experience import ExperienceStore
 
     def refuse(experience, target):
         raise RuntimeError("the saved result was not reused: the train stage would recompute it")
@@ -268,8 +323,7 @@ def verify(data: Path, results_root: Path, n_agents: int, benchmarks: list[str] 
             b = dataclasses.replace(b, data_dir=data / bench)
             if not b.store.is_dir():
                 continue
-            store = ExperienceStore.open(b.store)
-            rollouts = ExperienceStore.open(b.rollouts) if b.rollouts is not None else None
+            store, rollouts = experience(b)
             agents, _ = heldout_agents(b)
             for full, names in ((False, entry.estimators), (True, entry.full_estimators)):
                 folder = results_root / bench / b.results_dir(full).name
@@ -286,9 +340,8 @@ def verify(data: Path, results_root: Path, n_agents: int, benchmarks: list[str] 
                     est.estimate = refuse  # this instance only: a result not reused raises, nothing is written
                     counts = report.setdefault(str(folder), {"reused": 0, "not reused": 0})
                     for a in saved:
-                        targets = read_targets(b, a) if Regime.REPLIES_AT_LOGGED_STATES in est.regimes else None
                         try:
-                            _, reused = evaluate_one(store, est, a, sources(b, targets, rollouts), folder)
+                            _, reused = evaluate_one(store, est, a, agent_sources(b, est, a, rollouts), folder)
                         except RuntimeError:
                             reused = False
                         counts["reused" if reused else "not reused"] += 1
@@ -377,6 +430,11 @@ def main() -> None:
     ver.add_argument("--results", type=Path, default=None, help="where the results folders are (default: DATA)")
     ver.add_argument("--agents", type=int, default=2, help="agents per estimator")
     ver.add_argument("--benchmark", action="append", default=None, help="only these benchmarks")
+    fr = sub.add_parser("fresh", help="one carried-over result against a fresh run of today's code")
+    fr.add_argument("benchmark")
+    fr.add_argument("estimator", help="its params.yaml name, e.g. enigma-weighted")
+    fr.add_argument("agent")
+    fr.add_argument("--main", dest="full", action="store_false", help="the saved result is in results (default: results_full)")
     args = ap.parse_args()
     sys.path.insert(0, str(REPO / "src"))
     sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -390,6 +448,8 @@ def main() -> None:
         print(f"wrote {CONFIGS_BEFORE}")
     elif args.mode == "configs":
         sys.exit(check_configs(args.reference, args.report))
+    elif args.mode == "fresh":
+        sys.exit(fresh(args.benchmark, args.estimator, args.agent, args.full))
     elif args.mode == "verify":
         report = verify(args.data, args.results or args.data, args.agents, args.benchmark)
         sys.exit(1 if any(c["not reused"] for c in report.values()) or not report else 0)
