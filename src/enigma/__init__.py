@@ -18,4 +18,8 @@ for _key, _value in {
 }.items():
     _os.environ.setdefault(_key, _value)
 
+from enigma.kernels import pin_cpu_kernels as _pin_cpu_kernels
+
+_pin_cpu_kernels()  # before torch runs anything: the same kernels, and so the same bits, on every x86-64 machine
+
 __version__ = "0.1.0"

@@ -1,0 +1,46 @@
+"""One family of CPU kernels on every x86-64 machine, so that a rebuild gives the same bits on
+another machine, not only on the same one.
+
+PyTorch and MKL pick their kernels by the processor: AVX-512 where it has it, and MKL takes other
+paths on other vendors. The kernels add floats in another order, so a sentence vector moves in
+its last bits (1.7e-7 on minilm, ``studies/results/cpu_kernels.md``). Retrieval stand-ins then pick
+another reply where two are nearly tied, and the estimates move by up to 0.007. Pinning AVX2,
+which every x86-64 server of the last decade has, gives the bits an AVX2 machine gives by
+default on any such machine. These are defaults: a value the user set is kept. Read when torch
+first runs a kernel, so this runs on ``import enigma``, before any of it.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+from pathlib import Path
+
+# MKL's conditional numerical reproducibility branch; ATen's and oneDNN's kernel ceilings
+PINS = {"MKL_CBWR": "AVX2", "ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2"}
+
+
+def has_avx2(cpuinfo: str | None = None) -> bool:
+    """Whether this processor has AVX2 (x86-64 Linux: /proc/cpuinfo's flags; elsewhere: False)."""
+    if cpuinfo is None:
+        if platform.machine().lower() not in ("x86_64", "amd64"):
+            return False
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text()
+        except OSError:
+            return False
+    flags = next((line for line in cpuinfo.splitlines() if line.startswith("flags")), "")
+    return "avx2" in flags.split()
+
+
+def pin_cpu_kernels(environ: "os._Environ[str] | dict[str, str]" = os.environ, cpuinfo: str | None = None) -> dict[str, str]:
+    """Set ``PINS`` as defaults in ``environ`` on a processor with AVX2 (elsewhere nothing: the
+    pins name kernels it does not have). Returns what was set."""
+    if not has_avx2(cpuinfo):
+        return {}
+    pinned = {}
+    for key, value in PINS.items():
+        if key not in environ:
+            environ[key] = value
+            pinned[key] = value
+    return pinned
