@@ -20,6 +20,6 @@ for _key, _value in {
 
 from enigma.kernels import pin_cpu_kernels as _pin_cpu_kernels
 
-_pin_cpu_kernels()  # before torch runs anything: the same kernels, and so the same bits, on every x86-64 machine
+_pin_cpu_kernels()  # before torch runs anything: the AVX2 kernels on every x86-64 machine with AVX2
 
 __version__ = "0.1.0"

@@ -1,13 +1,16 @@
 """One family of CPU kernels on every x86-64 machine, so that a rebuild gives the same bits on
 another machine, not only on the same one.
 
-PyTorch and MKL pick their kernels by the processor: AVX-512 where it has it, and MKL takes other
-paths on other vendors. The kernels add floats in another order, so a sentence vector moves in
-its last bits (1.7e-7 on minilm, ``studies/results/cpu_kernels.md``). Retrieval stand-ins then pick
-another reply where two are nearly tied, and the estimates move by up to 0.007. Pinning AVX2,
-which every x86-64 server of the last decade has, gives the bits an AVX2 machine gives by
-default on any such machine. These are defaults: a value the user set is kept. Read when torch
-first runs a kernel, so this runs on ``import enigma``, before any of it.
+PyTorch, MKL and oneDNN pick their kernels by the processor: AVX-512 where it has it, and MKL
+takes other paths on other vendors. Another kernel adds floats in another order, so a sentence
+vector moves in its last bits (up to 2.1e-7 on minilm, ``studies/results/cpu_kernels.md``), a
+retrieval stand-in picks another reply where two are nearly tied, and the estimates move (by up
+to 0.007, seen between two machines). Pinned to AVX2, which x86-64 servers have had since 2013,
+they are the kernels an AVX2 machine picks by default, on a processor with more too: on an AVX2
+machine the pin changes no bit (measured); that another processor then gives the same bits is
+what MKL's reproducibility mode promises, not checked here on one. These are defaults: a value
+the user set is kept. They are read when torch first runs a kernel, so this runs on
+``import enigma``, before any of it.
 """
 
 from __future__ import annotations
