@@ -5,7 +5,7 @@ PyTorch, MKL and oneDNN pick their kernels by the processor: AVX-512 where it ha
 takes other paths on other vendors. Another kernel adds floats in another order, so a sentence
 vector moves in its last bits (up to 2.1e-7 on minilm, ``studies/results/cpu_kernels.md``), a
 retrieval stand-in picks another reply where two are nearly tied, and the estimates move (by up
-to 0.007, seen between two machines). Pinned to AVX2, which x86-64 servers have had since 2013,
+to 0.008, seen between two machines). Pinned to AVX2, which x86-64 servers have had since 2013,
 they are the kernels an AVX2 machine picks by default, on a processor with more too: on an AVX2
 machine the pin changes no bit (measured); that another processor then gives the same bits is
 what MKL's reproducibility mode promises, not checked here on one. These are defaults: a value
