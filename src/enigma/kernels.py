@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import platform
+from collections.abc import MutableMapping
 from pathlib import Path
 
 # MKL's conditional numerical reproducibility branch; ATen's and oneDNN's kernel ceilings
@@ -36,7 +37,7 @@ def has_avx2(cpuinfo: str | None = None) -> bool:
     return "avx2" in flags.split()
 
 
-def pin_cpu_kernels(environ: "os._Environ[str] | dict[str, str]" = os.environ, cpuinfo: str | None = None) -> dict[str, str]:
+def pin_cpu_kernels(environ: MutableMapping[str, str] = os.environ, cpuinfo: str | None = None) -> dict[str, str]:
     """Set ``PINS`` as defaults in ``environ`` on a processor with AVX2 (elsewhere nothing: the
     pins name kernels it does not have). Returns what was set."""
     if not has_avx2(cpuinfo):
