@@ -10,7 +10,8 @@ order. The kernels cannot be swapped for another processor's here, but they can 
 ``ATEN_CPU_CAPABILITY=default`` and ``MKL_CBWR=COMPATIBLE`` are the kernels a processor without
 AVX2 gets. If those move the bits, so does a processor with AVX-512. ``enigma.kernels`` pins the
 AVX2 kernels on every x86-64 machine that has them; the ``pinned`` row checks that this gives
-the bits this machine gives by default.
+the vectors this machine gives by default (it does not give ENIGMA's estimates' bits:
+``kernel_pin_estimate.py``).
 
     .venv/bin/python studies/cpu_kernels.py [--texts 300]
 
@@ -37,11 +38,14 @@ from result_files import write_result  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 PINS = ("MKL_CBWR", "ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA")
-# name -> the kernel settings in the environment (None: unset); "libraries' choice" sets the two
-# libraries' own defaults and runs a torch operation before enigma is imported, so that ATen too
-# has chosen by the processor before enigma's pins could apply
+# name -> the kernel settings in the environment (None: unset); "libraries' choice" leaves them
+# unset and runs a matrix product (MKL's sgemm) before enigma is imported, so that MKL and ATen have
+# read their environment before enigma's pins could set it. Setting MKL_CBWR at all, even to AUTO,
+# turns on MKL's reproducibility mode: the row "MKL_CBWR=AUTO" (until 2026-12-04 mislabelled as
+# the libraries' choice; kernel_pin_estimate.py)
 SETTINGS = {
-    "libraries' choice": {"MKL_CBWR": "AUTO", "ATEN_CPU_CAPABILITY": None, "ONEDNN_MAX_CPU_ISA": "ALL", "first_op": "1"},
+    "libraries' choice": {"MKL_CBWR": None, "ATEN_CPU_CAPABILITY": None, "ONEDNN_MAX_CPU_ISA": None, "first_op": "1"},
+    "MKL_CBWR=AUTO": {"MKL_CBWR": "AUTO", "ATEN_CPU_CAPABILITY": None, "ONEDNN_MAX_CPU_ISA": "ALL", "first_op": "1"},
     "pinned (import enigma)": {"MKL_CBWR": None, "ATEN_CPU_CAPABILITY": None, "ONEDNN_MAX_CPU_ISA": None},
     "MKL_CBWR=COMPATIBLE": {"MKL_CBWR": "COMPATIBLE", "ATEN_CPU_CAPABILITY": None, "ONEDNN_MAX_CPU_ISA": None},
     "ATEN_CPU_CAPABILITY=default": {"MKL_CBWR": None, "ATEN_CPU_CAPABILITY": "default", "ONEDNN_MAX_CPU_ISA": None},
@@ -51,7 +55,7 @@ CHILD = """
 import json, os, sys, numpy as np
 import torch
 if sys.argv[4] == "1":
-    torch.ones(1).sum()  # ATen chooses its kernels at the first operation
+    torch.mm(torch.ones(64, 64), torch.ones(64, 64))  # ATen chooses its kernels, and MKL reads MKL_CBWR, at their first call
 torch.set_num_threads(1)
 from enigma.encoders.text_cache import EmbeddingCache
 texts = json.load(open(sys.argv[1]))
