@@ -7,10 +7,11 @@ vector moves in its last bits (up to 2.1e-7 on minilm, ``studies/results/cpu_ker
 retrieval stand-in picks another reply where two are nearly tied, and the estimates move (by up
 to 0.008, seen between two machines). Pinned to AVX2, which x86-64 servers have had since 2013,
 the sentence vectors are those an AVX2 machine computes by default (measured). ENIGMA's
-estimates are not: setting ``MKL_CBWR`` at all turns on MKL's reproducibility mode, whose linear
-algebra adds in another order, and on an AVX2 machine one estimate moved by up to 0.006 under the
-pin (``studies/results/kernel_pin_estimate.md``). That mode is what promises MKL's bits on
-another processor; that another processor then gives the same bits is not checked here on one.
+estimates are not: setting ``MKL_CBWR`` at all turns on MKL's reproducibility mode, whose
+routines take other code paths (which ones was not traced), and on an AVX2 machine one estimate
+moved by up to 0.006 under the pin (``studies/results/kernel_pin_estimate.md``). That mode is
+what promises MKL's bits on another processor; that another processor then gives the same bits
+is not checked here on one.
 Reports built before the pin move in their last digits when rebuilt. These are defaults: a value
 the user set is kept. They are read when torch first runs a kernel, so this runs on
 ``import enigma``, before any of it.
