@@ -239,3 +239,39 @@ def test_packaged_smollm2_padded_batch_equals_one_by_one(tmp_path):
         batched = agent.respond_batch(states, 1, list(range(6)))
         alone = [agent.respond(h, 1, i) for i, h in enumerate(states)]
         assert batched == alone and all(r[0] for r in batched)
+
+
+class _Limited(_Batching):
+    """A batching agent that records the length limit (as hf: does): (reply, cut) pairs, except
+    for the history in ``malformed``, answered with bare strings."""
+
+    records_token_limit = True
+
+    def __init__(self, malformed: int):
+        super().__init__(fail=False)
+        self.malformed, self.seen = malformed, 0
+
+    def respond_batch(self, histories, n, seeds, with_limit=False):
+        assert with_limit
+        out = []
+        for h, k, s in zip(histories, n, seeds):
+            replies = T.EchoAgent.respond(self, h, k, s)
+            out.append(replies if self.seen == self.malformed else [(r, len(r) > 20) for r in replies])
+            self.seen += 1
+        return out
+
+
+def test_a_malformed_limited_answer_fails_its_call_not_the_run(tmp_path):
+    """With the length limit recorded, one call answered without (reply, cut) pairs: that call's
+    rows carry the error; every other call keeps its replies and cut flags."""
+    store = T.tiny_store(n_dialogues=6, turns_per_dialogue=4)
+    table, stats = run_sampling(store, "python:tests.agents.toy_agents:echo", agent=_Limited(malformed=2),
+                                cache_dir=tmp_path / "l", progress=False)
+    plain, _ = run_sampling(store, "python:tests.agents.toy_agents:echo", cache_dir=tmp_path / "p", progress=False)
+    rows = table.to_pylist()
+    failed = [r for r in rows if r["error"] is not None]
+    assert stats.n_failed == 1 and failed and all("(reply, cut) pairs" in r["error"] and r["text"] is None for r in failed)
+    kept = [(r["text"], r["at_token_limit"]) for r in rows if r["error"] is None]
+    assert kept and all(cut == (len(text) > 20) for text, cut in kept)
+    texts = {(r["dialog_id"], r["turn_index"], r["sample_index"]): r["text"] for r in plain.to_pylist()}
+    assert all(texts[(r["dialog_id"], r["turn_index"], r["sample_index"])] == r["text"] for r in rows if r["error"] is None)

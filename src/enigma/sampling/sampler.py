@@ -266,8 +266,15 @@ def _run_sampling(store: ExperienceStore, agent_spec: str, agent: Any, *, n_samp
                         len(chunk), _clean_error(exc))
             return (ask(c, asked(c)) for c in chunk)
         if limited:
-            return [rows_of(c, [text for text, _ in a], None, limits=[cut for _, cut in a]) for c, a in zip(chunk, answers)]
+            return [limited_rows(c, a) for c, a in zip(chunk, answers)]
         return [rows_of(c, a, None) for c, a in zip(chunk, answers)]
+
+    def limited_rows(call: Call, answer: Any) -> list[dict]:
+        """The rows of one call's ``(reply, cut)`` pairs; a malformed answer fails that call only."""
+        if not isinstance(answer, (list, tuple)) or not all(isinstance(p, (list, tuple)) and len(p) == 2 for p in answer):
+            return rows_of(call, None, AgentCallError(
+                f"respond_batch(with_limit=True) answered {type(answer).__name__}, expected a list of (reply, cut) pairs"))
+        return rows_of(call, [text for text, _ in answer], None, limits=[cut for _, cut in answer])
 
     def chunks() -> Iterable[list[Call]]:
         """``chunk_states`` calls per cache part; for a batching agent, also enough calls to
