@@ -53,8 +53,9 @@ def test_every_benchmark_gets_every_stage_with_key_level_params_and_its_code(tmp
             assert s.cmd.startswith(f"enigma stage {args.split()[0]} {name}") and ("--full" in s.cmd) == kind.endswith("_full")
             deps = {d.def_path for d in s.deps if not hasattr(d, "params")}
             assert {f"src/enigma/pipeline/{module}.py", "src/enigma/pipeline/config.py", "src/enigma/params.py"} <= deps, s
-            # the modules all stage code stands on: a change there reruns the stage
-            assert {f"src/enigma/{m}.py" for m in ("contracts", "dialogue", "writes", "redaction")} <= deps, s
+            # the modules all stage code stands on (kernels: the CPU kernels pinned on import set the
+            # results' last bits): a change there reruns the stage
+            assert {f"src/enigma/{m}.py" for m in ("contracts", "dialogue", "writes", "redaction", "kernels")} <= deps, s
             if module in ("rollouts", "sample", "train"):  # they load agents, models and python: specs
                 assert {"src/enigma/model_loading.py", "src/enigma/python_spec.py"} <= deps, s
             if module == "train":  # ENIGMA's and the See comparators' reply measures
@@ -81,7 +82,7 @@ def test_every_benchmark_gets_every_stage_with_key_level_params_and_its_code(tmp
             assert s.cmd.startswith(f"enigma stage {arg} {name}"), s
             deps = {d.def_path for d in s.deps if not hasattr(d, "params")}
             assert {"src/enigma/pipeline/config.py", "src/enigma/params.py", "src/enigma/contracts.py",
-                    "src/enigma/writes.py"} <= deps, s
+                    "src/enigma/writes.py", "src/enigma/kernels.py"} <= deps, s
             keys = [k for d in s.deps if hasattr(d, "params") for k in d.params]
             assert all(not k.startswith("checkpoint_benchmarks.") or k.startswith(f"checkpoint_benchmarks.{name}.")
                        for k in keys) and "checkpoint_benchmarks" not in keys, (s, keys)
