@@ -140,6 +140,7 @@ def main() -> None:
                       "mean_spread_ratio": float(sum(s.per_rating[r]["spread_ratio"] for r in ratings) / len(ratings)),
                       "failed_agents": int(part.loc[part.error.notna(), "agent_id"].nunique()),
                       "seconds_per_agent": float(part.drop_duplicates("agent_id").seconds.mean()),
+                      "seconds_per_agent_median": float(part.drop_duplicates("agent_id").seconds.median()),
                       "estimates": {a: {r: float(estimates.loc[a, r]) for r in ratings} for a in dev}}
     ref = next(iter(rows))
     diffs = {f"{n} - {ref}": {st: paired_difference(scores[n], scores[ref], st, 0.95) for st in ("pearson", "spearman")}
@@ -152,13 +153,13 @@ def main() -> None:
              f"Dev half only ({len(dev)} agents, `report.split`); no test-half agent was estimated. Each row: params.yaml's "
              "ENIGMA without its interval plus the overrides; leave-one-agent-out; 1000 bootstrap resamples of the agents, "
              "the same for every row, so differences are paired.", "",
-             "| row | overrides | mean Pearson [95% CI] | mean Spearman | " + " | ".join(ratings) + " | mean spread ratio | s/agent | failed |",
+             "| row | overrides | mean Pearson [95% CI] | mean Spearman | " + " | ".join(ratings) + " | mean spread ratio | s/agent (mean / median) | failed |",
              "|---|---|---|---|" + "---|" * len(ratings) + "---|---|---|"]
     for name, x in info.items():
         ci = x["mean_pearson_ci95"] or (None, None)
         lines.append(f"| {name} | `{json.dumps(x['overrides'])}` | {fmt(x['mean_pearson'])} [{fmt(ci[0])}, {fmt(ci[1])}] | "
                      f"{fmt(x['mean_spearman'])} | " + " | ".join(fmt(x["pearson_per_rating"][r]) for r in ratings)
-                     + f" | {fmt(x['mean_spread_ratio'], '.2f')} | {fmt(x['seconds_per_agent'], '.1f')} | {x['failed_agents']} |")
+                     + f" | {fmt(x['mean_spread_ratio'], '.2f')} | {fmt(x['seconds_per_agent'], '.1f')} / {fmt(x['seconds_per_agent_median'], '.1f')} | {x['failed_agents']} |")
     lines += ["", "Paired differences (mean over ratings, bootstrap over agents, 95%):", ""]
     for n, d in diffs.items():
         lines.append(f"- {n}: Pearson {paired_cell(d['pearson'])}, Spearman {paired_cell(d['spearman'])}")
