@@ -133,14 +133,15 @@ def main() -> None:
         part = part[(part.estimator == "enigma") & part.agent_id.isin(dev)]
         estimates = part.pivot(index="agent_id", columns="rating", values="estimate").loc[dev]
         s = score_estimator(name, estimates, truth, ratings)
+        seconds = part.drop_duplicates("agent_id").seconds  # one run per agent, whatever its ratings
         scores[name] = s
         info[name] = {"overrides": overrides, "mean_pearson": s.means["pearson"], "mean_pearson_ci95": s.mean_ci["pearson"],
                       "mean_spearman": s.means["spearman"],
                       "pearson_per_rating": {r: s.per_rating[r]["pearson"] for r in ratings},
                       "mean_spread_ratio": float(sum(s.per_rating[r]["spread_ratio"] for r in ratings) / len(ratings)),
                       "failed_agents": int(part.loc[part.error.notna(), "agent_id"].nunique()),
-                      "seconds_per_agent": float(part.drop_duplicates("agent_id").seconds.mean()),
-                      "seconds_per_agent_median": float(part.drop_duplicates("agent_id").seconds.median()),
+                      "seconds_per_agent": float(seconds.mean()),
+                      "seconds_per_agent_median": float(seconds.median()),
                       "estimates": {a: {r: float(estimates.loc[a, r]) for r in ratings} for a in dev}}
     ref = next(iter(rows))
     diffs = {f"{n} - {ref}": {st: paired_difference(scores[n], scores[ref], st, 0.95) for st in ("pearson", "spearman")}
