@@ -122,7 +122,8 @@ def main(argv: list[str] | None = None) -> int:
              "*wrong*: a verdict called against the sign of the true gap; *power*: the share of the pairs whose true gap "
              f"exceeds 0.05 called the right way. Targets (issue 61): coverage >= {TARGETS['coverage']:.2f} for every rating; "
              f"wrong <= {TARGETS['wrong_rate']:.1%} of the verdicts called; power >= {TARGETS['power_gap_0_05']:.0%}. "
-             "Pairs within a half; the test half is what no choice read.", ""]
+             "Pairs within a half. No choice's rule read a test-half row, but the test halves have been shown in every report, "
+             "so they are not unseen ([docs/results.md](../../docs/results.md)).", ""]
     lines += ["Sources: " + "; ".join(f"{n}: {s}" for n, s in sources.items()) + ".", ""]
     lines += [f"- {n}" for n in args.note] + ([""] if args.note else [])
     pooled = {}
