@@ -89,6 +89,7 @@ def test_without_params_yaml_enigma_runs_what_the_repositorys_params_yaml_runs(t
     """The estimator a user who installed the package gets (no ./params.yaml) is the documented
     default: the one the repository's params.yaml resolves, as `enigma estimate` resolves it."""
     from enigma.estimators import dice_config
+    from enigma.ope.config import FqeConfig
     from enigma.params import DEFAULT_PARAMS, Params
 
     repo = dice_config("enigma", Params.load(REPO / "params.yaml"))
@@ -96,6 +97,8 @@ def test_without_params_yaml_enigma_runs_what_the_repositorys_params_yaml_runs(t
     built_in = dice_config("enigma", Params.load(DEFAULT_PARAMS, missing="defaults"))
     assert built_in.model_dump() == repo.model_dump()
     assert (built_in.solver.name, built_in.value.kind, built_in.interval.resamples) == ("exact_nu", "dr", 100)
+    # the adopted Q schedule (issue 71): 30 epochs for ENIGMA; FqeConfig's own default, which the presets start from, stays 20
+    assert (built_in.value.fqe.epochs, repo.value.fqe.epochs, FqeConfig().epochs) == (30, 30, 20)
     # a params file without an estimators section runs it too
     (tmp_path / "mine.yaml").write_text("sample: {n_samples: 1}\n")
     assert dice_config("enigma", Params.load(tmp_path / "mine.yaml")) == repo
