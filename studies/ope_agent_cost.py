@@ -9,6 +9,7 @@ compared too, so a speed change that moves the numbers shows.
     .venv/bin/python studies/ope_agent_cost.py see2019 --dice '{"q_model": "fqe"}' --tag ope_fqe_cost_see2019
     .venv/bin/python studies/ope_agent_cost.py see2019 --ref HEAD~1 --dice '{"q_model": "fqe"}' --dice-both --tag T
     .venv/bin/python studies/ope_agent_cost.py see2019 --ref HEAD~1 --agent ID --agent ID2 --tag T   # named agents, e.g. the slowest
+    .venv/bin/python studies/ope_agent_cost.py see2019 --ref HEAD --ref-dice '{"fqe": {"epochs": 20}}' --tag T   # an earlier default, the same code
 
 Output: studies/results/<tag>.{md,json}: per agent and version the seconds of the whole
 estimate and of its parts (the solve, the fitted Q when there is one, the bootstrap interval),
@@ -115,6 +116,8 @@ def main() -> None:
     ap.add_argument("--params", type=Path, default=REPO / "params.yaml")
     ap.add_argument("--dice", default=None, metavar="JSON", help="this tree's arm: overrides of estimators.enigma.dice")
     ap.add_argument("--dice-both", action="store_true", help="the --dice overrides in the ref's arm too (the same settings, two versions of the code)")
+    ap.add_argument("--ref-dice", default=None, metavar="JSON",
+                    help="the ref's arm: overrides of estimators.enigma.dice (e.g. an earlier default, with --ref HEAD: two settings, the same code)")
     ap.add_argument("--tag", required=True)
     args = ap.parse_args()
 
@@ -137,6 +140,11 @@ def main() -> None:
             new_params = Path(tmp) / "params.yaml"
             new_params.write_text(yaml.safe_dump(with_dice(load_yaml(args.params), json.loads(args.dice)), sort_keys=False))
         ref_params = new_params if args.dice_both else args.params
+        if args.ref_dice:
+            if args.dice_both:
+                ap.error("--ref-dice and --dice-both: give the ref's arm one set of overrides")
+            ref_params = Path(tmp) / "ref_params.yaml"
+            ref_params.write_text(yaml.safe_dump(with_dice(load_yaml(args.params), json.loads(args.ref_dice)), sort_keys=False))
         subprocess.run(["git", "worktree", "add", "--detach", "-q", str(wt), sha], cwd=REPO, check=True)
         try:
             for i, agent in enumerate(agents):
@@ -159,6 +167,7 @@ def main() -> None:
     summary = {
         "command": shlex.join([".venv/bin/python", "studies/ope_agent_cost.py", *sys.argv[1:]]),
         "code": code_version(), "ref": sha, "dice_overrides": json.loads(args.dice) if args.dice else None, "dice_both": args.dice_both,
+        "ref_dice_overrides": json.loads(args.ref_dice) if args.ref_dice else None,
         "threads": args.threads,
         "agents": rows,
         "median_seconds": {v: float(np.median([r[v]["seconds"] for r in rows])) for v in ("ref", "new")},
@@ -170,7 +179,8 @@ def main() -> None:
     (RESULTS / f"{args.tag}.json").write_text(json.dumps(summary, indent=1) + "\n")
     names = list(PARTS.values())
     arm = f"this tree with `{args.dice}`" if args.dice else "this tree"
-    lines = [f"# ENIGMA's cost per agent on {args.benchmark}: {arm} against {sha}{' with the same settings' if args.dice_both else ''}, paired", "",
+    ref_arm = f"{sha} with `{args.ref_dice}`" if args.ref_dice else sha
+    lines = [f"# ENIGMA's cost per agent on {args.benchmark}: {arm} against {ref_arm}{' with the same settings' if args.dice_both else ''}, paired", "",
              f"`{summary['command']}` (this tree: {summary['code']})", "",
              f"{len(rows)} held-out agents, one estimate each with each version, alternating, in a fresh process with "
              f"{args.threads} torch thread(s) and the machine to itself; seconds of the estimate (the parts: "
