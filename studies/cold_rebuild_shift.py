@@ -51,6 +51,27 @@ def estimate_moves(old: dict, new: dict) -> dict[str, tuple[float, float]]:
     return {name: (float(np.max(d)), float(np.median(d))) for name, d in diffs.items()}
 
 
+def bits_moved(old: dict, new: dict) -> dict[str, tuple[int, int, float]]:
+    """Per estimator in both reports: how many of its estimates are not the same float (of how
+    many), and the largest difference: the bit-for-bit view, where ``estimate_moves`` rounds."""
+    from enigma.evaluation.summary_file import agent_cells
+
+    out: dict[str, list] = {}
+    new_cells = agent_cells(new)
+    for agent, ratings in agent_cells(old).items():
+        for rating, values in ratings.items():
+            other = new_cells.get(agent, {}).get(rating, {})
+            for name, value in values.items():
+                if name == "truth" or name not in other or value is None or other[name] is None:
+                    continue
+                row = out.setdefault(name, [0, 0, 0.0])
+                row[1] += 1
+                if other[name] != value:
+                    row[0] += 1
+                    row[2] = max(row[2], abs(other[name] - value))
+    return {name: (a, b, c) for name, (a, b, c) in out.items()}
+
+
 def batch_dependence(model: str) -> float:
     """Largest coordinate difference of SHORT's vector embedded alone and beside LONG."""
     from enigma.encoders.text_cache import EmbeddingCache
@@ -94,6 +115,15 @@ def main() -> None:
     for _, name, a, b in moved:
         largest, median = moves.get(name, (float("nan"), float("nan")))
         lines.append(f"| {name} | {a:.4f} | {b:.4f} | {b - a:+.4f} | {largest:.1e} | {median:.1e} |")
+    old_text = subprocess.check_output(["git", "show", f"{args.rev}:{args.summary}"], text=True)
+    bits = bits_moved(old_summary, new_summary)
+    lines += ["", f"Bit for bit: the rebuilt {args.summary} is "
+              + ("byte-identical to" if Path(args.summary).read_text() == old_text else "not byte-identical to")
+              + f" {args.rev}'s. Per estimator, the estimates that are not the same float:", "",
+              "| estimator | estimates not the same float | largest difference |", "|---|---|---|"]
+    for name in sorted(bits):
+        n, total, largest = bits[name]
+        lines.append(f"| {name} | {n} of {total} | {largest:.1e} |")
     RESULTS.mkdir(exist_ok=True)
     out = RESULTS / f"{args.tag}.md"
     out.write_text("\n".join(lines) + "\n")
