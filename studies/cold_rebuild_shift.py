@@ -35,12 +35,12 @@ def mean_pearsons(summary: dict) -> dict[str, float]:
     return {row["estimator"]: row["mean_pearson"] for row in summary["ranking"]}
 
 
-def estimate_moves(old: dict, new: dict) -> dict[str, tuple[float, float]]:
-    """Per estimator in both reports: the largest and the median absolute difference of its
-    estimates over every (agent, rating) that both hold."""
-    diffs: dict[str, list[float]] = {}
+def estimate_diffs(old: dict, new: dict) -> dict[str, list[float]]:
+    """Per estimator in both reports: the absolute difference of each of its estimates over every
+    (agent, rating) that both hold (0.0 exactly where the two are the same float)."""
     from enigma.evaluation.summary_file import agent_cells
 
+    diffs: dict[str, list[float]] = {}
     new_cells = agent_cells(new)
     for agent, ratings in agent_cells(old).items():
         for rating, values in ratings.items():
@@ -48,28 +48,24 @@ def estimate_moves(old: dict, new: dict) -> dict[str, tuple[float, float]]:
             for name, value in values.items():
                 if name != "truth" and name in other and value is not None and other[name] is not None:
                     diffs.setdefault(name, []).append(abs(other[name] - value))
+    return diffs
+
+
+def estimate_moves(old: dict, new: dict) -> dict[str, tuple[float, float]]:
+    """Per estimator in both reports: the largest and the median absolute difference of its
+    estimates over every (agent, rating) that both hold."""
+    return moves_of(estimate_diffs(old, new))
+
+
+def moves_of(diffs: dict[str, list[float]]) -> dict[str, tuple[float, float]]:
+    """Per estimator: the largest and the median of its ``estimate_diffs``."""
     return {name: (float(np.max(d)), float(np.median(d))) for name, d in diffs.items()}
 
 
-def bits_moved(old: dict, new: dict) -> dict[str, tuple[int, int, float]]:
-    """Per estimator in both reports: how many of its estimates are not the same float (of how
-    many), and the largest difference: the bit-for-bit view, where ``estimate_moves`` rounds."""
-    from enigma.evaluation.summary_file import agent_cells
-
-    out: dict[str, list] = {}
-    new_cells = agent_cells(new)
-    for agent, ratings in agent_cells(old).items():
-        for rating, values in ratings.items():
-            other = new_cells.get(agent, {}).get(rating, {})
-            for name, value in values.items():
-                if name == "truth" or name not in other or value is None or other[name] is None:
-                    continue
-                row = out.setdefault(name, [0, 0, 0.0])
-                row[1] += 1
-                if other[name] != value:
-                    row[0] += 1
-                    row[2] = max(row[2], abs(other[name] - value))
-    return {name: (a, b, c) for name, (a, b, c) in out.items()}
+def bits_moved(diffs: dict[str, list[float]]) -> dict[str, tuple[int, int, float]]:
+    """Per estimator: how many of its estimates are not the same float (of how many), and the
+    largest difference: the bit-for-bit view, where ``estimate_moves`` rounds."""
+    return {name: (sum(x != 0.0 for x in d), len(d), float(max(d))) for name, d in diffs.items()}
 
 
 def batch_dependence(model: str) -> float:
@@ -89,10 +85,12 @@ def main() -> None:
     ap.add_argument("--tag", required=True, help="writes studies/results/<tag>.md")
     ap.add_argument("--title", default="Rebuilt from empty caches", help="the result file's heading: how it was rebuilt")
     args = ap.parse_args()
-    old_summary = json.loads(subprocess.check_output(["git", "show", f"{args.rev}:{args.summary}"]))
-    new_summary = json.loads(Path(args.summary).read_text())
+    old_text = subprocess.check_output(["git", "show", f"{args.rev}:{args.summary}"], text=True)
+    new_text = Path(args.summary).read_text()
+    old_summary, new_summary = json.loads(old_text), json.loads(new_text)
     old, new = mean_pearsons(old_summary), mean_pearsons(new_summary)
-    moves = estimate_moves(old_summary, new_summary)
+    diffs = estimate_diffs(old_summary, new_summary)
+    moves = moves_of(diffs)
     rows = [(abs(new[name] - old[name]), name, old[name], new[name]) for name in sorted(set(old) & set(new))]
     rows.sort(key=lambda r: (-r[0], r[1]))
     moved = [r for r in rows if r[0] >= 1e-6]
@@ -115,10 +113,9 @@ def main() -> None:
     for _, name, a, b in moved:
         largest, median = moves.get(name, (float("nan"), float("nan")))
         lines.append(f"| {name} | {a:.4f} | {b:.4f} | {b - a:+.4f} | {largest:.1e} | {median:.1e} |")
-    old_text = subprocess.check_output(["git", "show", f"{args.rev}:{args.summary}"], text=True)
-    bits = bits_moved(old_summary, new_summary)
+    bits = bits_moved(diffs)
     lines += ["", f"Bit for bit: the rebuilt {args.summary} is "
-              + ("byte-identical to" if Path(args.summary).read_text() == old_text else "not byte-identical to")
+              + ("byte-identical to" if new_text == old_text else "not byte-identical to")
               + f" {args.rev}'s. Per estimator, the estimates that are not the same float:", "",
               "| estimator | estimates not the same float | largest difference |", "|---|---|---|"]
     for name in sorted(bits):
