@@ -32,7 +32,6 @@ import time
 from pathlib import Path
 
 import numpy as np
-import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "studies" / "results"
@@ -120,8 +119,10 @@ def main() -> None:
                     help="the ref's arm: overrides of estimators.enigma.dice (e.g. an earlier default, with --ref HEAD: two settings, the same code)")
     ap.add_argument("--tag", required=True)
     args = ap.parse_args()
+    if args.ref_dice and args.dice_both:
+        ap.error("--ref-dice and --dice-both: give the ref's arm one set of overrides")
 
-    from bench_params import with_dice
+    from bench_params import write_row_params
     from provenance import code_version
     from enigma.params import Params, load_yaml
     from enigma.pipeline.store import heldout_agents
@@ -137,14 +138,10 @@ def main() -> None:
         wt = Path(tmp) / "ref"
         new_params = args.params
         if args.dice:
-            new_params = Path(tmp) / "params.yaml"
-            new_params.write_text(yaml.safe_dump(with_dice(load_yaml(args.params), json.loads(args.dice)), sort_keys=False))
+            new_params = write_row_params(Path(tmp) / "new", load_yaml(args.params), json.loads(args.dice))
         ref_params = new_params if args.dice_both else args.params
         if args.ref_dice:
-            if args.dice_both:
-                ap.error("--ref-dice and --dice-both: give the ref's arm one set of overrides")
-            ref_params = Path(tmp) / "ref_params.yaml"
-            ref_params.write_text(yaml.safe_dump(with_dice(load_yaml(args.params), json.loads(args.ref_dice)), sort_keys=False))
+            ref_params = write_row_params(Path(tmp) / "ref_arm", load_yaml(args.params), json.loads(args.ref_dice))
         subprocess.run(["git", "worktree", "add", "--detach", "-q", str(wt), sha], cwd=REPO, check=True)
         try:
             for i, agent in enumerate(agents):
