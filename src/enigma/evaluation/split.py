@@ -3,8 +3,9 @@
 Leave-one-agent-out estimation is unchanged: every agent is still held out in turn and
 estimated from all the others' logs. What the split decides is only over which agents a
 correlation is taken. Choices (a default, a setting, a calibration) read the ``dev`` half; the
-reports show the ``test`` half first, so a number that a choice never read stands beside the one
-it was made on.
+reports show the ``test`` half first, beside the half the choice was made on. A choice's rule
+reads dev rows only, but the test halves have been seen (every report shows them), so they are
+not untouched data: ``docs/results.md`` says what each half is exactly.
 
 The rule is fixed and knows nothing about the agents but their ids: the agents are ordered by
 the SHA-256 of ``"<salt>:<agent_id>"`` and the first ``round(n * test_share)`` of them (at least
