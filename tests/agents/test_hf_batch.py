@@ -271,6 +271,7 @@ def test_a_malformed_limited_answer_fails_its_call_not_the_run(tmp_path):
     rows = table.to_pylist()
     failed = [r for r in rows if r["error"] is not None]
     assert stats.n_failed == 1 and failed and all("(reply, cut) pairs" in r["error"] and r["text"] is None for r in failed)
+    assert all("item 0 of" in r["error"] and " as str " in r["error"] for r in failed)  # where the shape broke, and how
     kept = [(r["text"], r["at_token_limit"]) for r in rows if r["error"] is None]
     assert kept and all(cut == (len(text) > 20) for text, cut in kept)
     texts = {(r["dialog_id"], r["turn_index"], r["sample_index"]): r["text"] for r in plain.to_pylist()}

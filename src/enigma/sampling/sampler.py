@@ -271,9 +271,14 @@ def _run_sampling(store: ExperienceStore, agent_spec: str, agent: Any, *, n_samp
 
     def limited_rows(call: Call, answer: Any) -> list[dict]:
         """The rows of one call's ``(reply, cut)`` pairs; a malformed answer fails that call only."""
-        if not isinstance(answer, (list, tuple)) or not all(isinstance(p, (list, tuple)) and len(p) == 2 for p in answer):
+        if not isinstance(answer, (list, tuple)):
             return rows_of(call, None, AgentCallError(
                 f"respond_batch(with_limit=True) answered {type(answer).__name__}, expected a list of (reply, cut) pairs"))
+        bad = next((i for i, p in enumerate(answer) if not (isinstance(p, (list, tuple)) and len(p) == 2)), None)
+        if bad is not None:  # say which item, and what it was: "answered list" hid where the shape broke
+            return rows_of(call, None, AgentCallError(
+                f"respond_batch(with_limit=True) answered item {bad} of {len(answer)} as {type(answer[bad]).__name__} "
+                f"{str(answer[bad])[:40]!r}, expected a list of (reply, cut) pairs"))
         return rows_of(call, [text for text, _ in answer], None, limits=[cut for _, cut in answer])
 
     def chunks() -> Iterable[list[Call]]:
