@@ -94,6 +94,10 @@ def main() -> None:
                     help="estimate and score only the dev-half agents of this other benchmark (e.g. airline-delay3 "
                          "with --dev-of airline: the same sellers as airline's dev half, none of its test half)")
     args = ap.parse_args()
+    if args.benchmark.replace("-", "_") not in args.tag:
+        # the tag alone names the result file: two sets run under one tag overwrite each other's
+        ap.error(f"--tag {args.tag}: name the set in it (e.g. dev_rows_{args.benchmark.replace('-', '_')}_<study>), "
+                 "so that another set's rows under the same study do not overwrite this one's")
     rows = {}
     for spec in args.row:
         name, _, js = spec.partition("=")
