@@ -67,6 +67,7 @@ class FqeConfig(BaseModel):
     lstd_residual: bool = Field(False, description="add to the fitted Q a linear Q on nu's basis fitted by LSTD to the fitted Q's own temporal-difference errors (q_ridge): what the network left of a linear signal; refitted on every bootstrap resample, as the LSTD Q is")
     history: bool = Field(False, description="the Q also reads the mean of the logged pairs' features at the dialogue's earlier agent turns (part of the state): what was done before the turn, which the last exchange and the frozen encoder's history summary dilute in a long dialogue")
     history_extremes: bool = Field(False, description="with history: the Q also reads the element-wise max and min of the earlier turns' features, which a long run of closing turns does not dilute as it dilutes their mean")
+    history_attention: bool = Field(False, description="with history: the Q also reads an attention-pooled mean of the earlier turns' features, the weights learned per turn from the current pair (query) and each earlier pair (key), so it can read the turn that decided the rating at any distance")
     project_dim: int | None = Field(None, ge=1, description="frozen encoders: the Q reads its own whitened PCA of the pair's text vectors to this many dims (at or above their width: the vectors themselves); null: the heads' text columns")
 
     @model_validator(mode="after")
@@ -75,6 +76,8 @@ class FqeConfig(BaseModel):
             raise ValueError(f"fqe.linear_members ({self.linear_members}) is more than fqe.ensemble ({self.ensemble}) members")
         if self.history_extremes and not self.history:
             raise ValueError("fqe.history_extremes is read beside the history's mean: set fqe.history: true too")
+        if self.history_attention and not self.history:
+            raise ValueError("fqe.history_attention reads the earlier turns: set fqe.history: true too")
         return self
 
 
