@@ -62,7 +62,9 @@ class QNetwork(torch.nn.Module):
             torch.nn.Linear(hidden, n_ratings),
         )
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, rows: torch.Tensor | None = None) -> torch.Tensor:
+        # ``rows`` (which logged row each input belongs to) is read only by ``AttentiveQNetwork``;
+        # taking it here lets the fitting loop call every network the same way
         out = self.net(x)
         return out if self.linear is None else out + self.linear(x)
 
@@ -122,7 +124,7 @@ class AttentiveQNetwork(QNetwork):
     def set_history(self, padded: torch.Tensor, row_dialogue: torch.Tensor, row_turn: torch.Tensor) -> None:
         self.padded, self.row_dialogue, self.row_turn = padded, row_dialogue, row_turn
 
-    def forward(self, x: torch.Tensor, rows: torch.Tensor | None = None) -> torch.Tensor:  # type: ignore[override]
+    def forward(self, x: torch.Tensor, rows: torch.Tensor | None = None) -> torch.Tensor:
         # in chunks: every target sample at once would gather [T x samples, L, d] of earlier turns
         parts = [self._forward(x[s : s + _CHUNK], rows[s : s + _CHUNK]) for s in range(0, len(x), _CHUNK)]
         return parts[0] if len(parts) == 1 else torch.cat(parts)
@@ -138,11 +140,11 @@ class AttentiveQNetwork(QNetwork):
 _CHUNK = 4096
 
 
-def pessimistic_value(q_target: QNetwork, x: torch.Tensor, passes: int, *rows: torch.Tensor) -> torch.Tensor:
+def pessimistic_value(q_target: QNetwork, x: torch.Tensor, passes: int, rows: torch.Tensor | None = None) -> torch.Tensor:
     """min over ``passes`` stochastic (dropout-on) passes: [N, R] (``rows``: ``AttentiveQNetwork``'s)."""
     q_target.train()  # dropout on: each pass is one draw
     with torch.no_grad():
-        return torch.stack([q_target(x, *rows) for _ in range(passes)]).min(dim=0).values
+        return torch.stack([q_target(x, rows) for _ in range(passes)]).min(dim=0).values
 
 
 def polyak(target: torch.nn.Module, online: torch.nn.Module, tau: float) -> None:
@@ -241,13 +243,13 @@ def _fit_one(turns: TurnFeatures, rewards: np.ndarray, cfg: FqeConfig, seed: int
         """[T, K] the mean of Q over the target's samples at every state (``passes`` > 0: each
         sample's Q the minimum over that many dropout passes)."""
         flat = x_target.reshape(-1, x_target.shape[-1])
-        rows = (every_row.repeat_interleave(x_target.shape[1]),) if attend else ()
+        rows = every_row.repeat_interleave(x_target.shape[1]) if attend else None
         if passes:
-            per = pessimistic_value(net, flat, passes, *rows)
+            per = pessimistic_value(net, flat, passes, rows)
         else:
             net.eval()
             with torch.no_grad():
-                per = net(flat, *rows)
+                per = net(flat, rows)
         per = per.reshape(t_all, -1, k).clamp(low, high)
         return (per * mask.unsqueeze(-1)).sum(1) / counts.unsqueeze(-1)
 
@@ -261,7 +263,7 @@ def _fit_one(turns: TurnFeatures, rewards: np.ndarray, cfg: FqeConfig, seed: int
             b = order[s : s + cfg.batch_size]
             # index_select, not indexing: the same rows (the same bits), several times faster on the CPU
             xb, yb, seen_b = x_logged.index_select(0, b), y.index_select(0, b), seen.index_select(0, b)
-            out = q(xb, b) if attend else q(xb)
+            out = q(xb, b)
             loss = (((out - yb) ** 2) * seen_b).sum() / seen_b.sum().clamp(min=1)
             opt.zero_grad()
             loss.backward()
@@ -269,7 +271,7 @@ def _fit_one(turns: TurnFeatures, rewards: np.ndarray, cfg: FqeConfig, seed: int
             _polyak_all(slow_params, q_params, cfg.tau)
     q.eval()
     with torch.no_grad():
-        q_logged = (q(x_logged, every_row) if attend else q(x_logged)).clamp(low, high) * scale + centre
+        q_logged = q(x_logged, every_row).clamp(low, high) * scale + centre
     q_target = target_mean(q) * scale + centre
     device = turns.logged.device
     return TurnQ(q_logged.double().to(device), q_target.double().to(device), turns.n_agent_turns)
