@@ -34,21 +34,15 @@ def load(benchmark: str, seed: int) -> dict | None:
     return json.loads(path.read_text()) if path.exists() else None
 
 
-def correction_size(folder: Path) -> float | None:
-    """The mean over agents and ratings of |dr - q| in the ENIGMA result files under ``folder``."""
-    sizes = []
-    for f in sorted(folder.glob("*.json")):
-        for row in json.loads(f.read_text())["rows"]:
-            values = json.loads(row["diagnostics"])["all"]["values"][row["rating"]]
-            sizes.append(abs(values["dr"] - values["q"]))
-    return st.mean(sizes) if sizes else None
+def correction_size(folder: Path, dev: list[str]) -> float:
+    """The mean over the dev agents and ratings of |dr - q| in the ENIGMA result files of one row
+    (``folder``: the row's results, ``enigma/<agent>.json``)."""
+    from value_kinds_dev import dev_values
 
+    from enigma.evaluation.results import read_results
 
-def truths(benchmark: str, dev: list[str]) -> "pd.DataFrame":  # noqa: F821
-    from dev_rows import dev_truth
-    from enigma.params import Params
-
-    return dev_truth(Params.load(), benchmark, dev)
+    values = dev_values(read_results(folder), dev)
+    return float((values["dr"] - values["q"]).abs().to_numpy().mean())
 
 
 def calibrated(estimates: dict[str, dict[str, float]], truth: "pd.DataFrame") -> dict:  # noqa: F821
@@ -78,18 +72,22 @@ def main() -> None:
     args = ap.parse_args()
     cmd = " ".join(shlex.quote(a) for a in [".venv/bin/python", "studies/cross_fit_q.py", *sys.argv[1:]])
 
+    from dev_rows import dev_truth
+    from enigma.params import Params
+
+    params = Params.load()
     cells: dict = {}
     for b in SETS:
         for s in SEEDS:
             run = load(b, s)
             if run is None:
                 continue
-            truth = truths(b, run["dev_agents"])
+            truth = dev_truth(params, b, run["dev_agents"])
             cell = {"code": run["code"]}
             for name, row in run["rows"].items():
                 cell[name] = {"mean_pearson": row["mean_pearson"], "spread": row["mean_spread_ratio"],
                               "seconds_median": row["seconds_per_agent_median"], "failed": row["failed_agents"],
-                              "correction": correction_size(args.work / f"s{s}" / b / name / "enigma"),
+                              "correction": correction_size(args.work / f"s{s}" / b / name, run["dev_agents"]),
                               **calibrated(row["estimates"], truth)}
             for name in run["paired"]:
                 cell[name.split(" - ")[0]]["D"] = run["paired"][name]["pearson"]
