@@ -11,7 +11,7 @@ from pydantic import ValidationError
 
 from enigma.encoders.base import turn_positions
 from enigma.ope.config import FqeConfig
-from enigma.ope.fqe import HistoryAttention, _padded, fit_turn_q
+from enigma.ope.fqe import HistoryAttention, QNetwork, _padded, fit_turn_q, pessimistic_value
 from enigma.ope.turns import TurnFeatures
 
 
@@ -86,3 +86,13 @@ def test_a_q_with_the_attention_reads_the_deciding_turn_that_the_mean_max_and_mi
     q_last = attn.logged[last, 0]
     assert float(q_last[good].min()) > 0.8 and float(q_last[~good].max()) < 0.2
     assert np.isfinite(attn.target.numpy()).all()
+
+
+def test_a_plain_q_takes_the_rows_the_attentive_one_reads_and_ignores_them():
+    # the fitting loop calls every network as q(x, rows): a plain Q must answer as q(x)
+    torch.manual_seed(0)
+    q = QNetwork(5, 8, 2, dropout=0.0, linear=True).eval()
+    x, rows = torch.randn(7, 5), torch.arange(7)
+    with torch.no_grad():
+        torch.testing.assert_close(q(x, rows), q(x), rtol=0, atol=0)
+    torch.testing.assert_close(pessimistic_value(q, x, 3, rows), pessimistic_value(q, x, 3), rtol=0, atol=0)
