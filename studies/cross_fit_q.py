@@ -13,56 +13,15 @@ the other dev agents only, 11 per pair, so wider than the reports').
 from __future__ import annotations
 
 import argparse
-import json
-import math
 import shlex
 import statistics as st
 import sys
 from pathlib import Path
 
-from result_files import RESULTS, write_result
+from result_files import write_result
+from seeded_rows import DELAYED, K0, SEEDS, SETS, d_bar, gather, row_lines
 
-K0 = ["airline", "airline-seed1", "see2019"]
-DELAYED = ["airline-delay3", "airline-delay8"]
-SETS = K0 + DELAYED
-SEEDS = [0, 1, 2]
 CANDIDATE, INFO = "xfit3", "xfit2x6"
-
-
-def load(benchmark: str, seed: int) -> dict | None:
-    path = RESULTS / f"dev_rows_{benchmark.replace('-', '_')}_cross_fit_s{seed}.json"
-    return json.loads(path.read_text()) if path.exists() else None
-
-
-def correction_size(folder: Path, dev: list[str]) -> float:
-    """The mean over the dev agents and ratings of |dr - q| in the ENIGMA result files of one row
-    (``folder``: the row's results, ``enigma/<agent>.json``)."""
-    from value_kinds_dev import dev_values
-
-    from enigma.evaluation.results import read_results
-
-    values = dev_values(read_results(folder), dev)
-    return float((values["dr"] - values["q"]).abs().to_numpy().mean())
-
-
-def calibrated(estimates: dict[str, dict[str, float]], truth: "pd.DataFrame") -> dict:  # noqa: F821
-    """The reward rating's leave-one-out recalibration residual (rms) and, over every rating, the
-    calibrated verdicts on the agents' pairs."""
-    from enigma.evaluation.calibration import calibrated_intervals, pair_verdicts, verdict_accuracy
-
-    agents = [a for a in truth.index if a in estimates]
-    out: dict = {"pairs": []}
-    for rating in truth.columns:
-        e = {a: estimates[a][rating] for a in agents if math.isfinite(estimates[a].get(rating, math.nan))}
-        t = {a: float(truth.loc[a, rating]) for a in agents}
-        if rating == "reward":
-            cal = calibrated_intervals(e, t, 0.95)
-            out["reward_rms"] = math.sqrt(st.mean((t[a] - v["calibrated"]) ** 2 for a, v in cal.items()))
-            out["reward_width"] = st.mean(v["high"] - v["low"] for v in cal.values() if v["low"] is not None)
-        out["pairs"] += pair_verdicts(e, t, 0.95)
-    acc = verdict_accuracy(out.pop("pairs"))
-    out.update(power=acc["power_gap_0_05"], wrong=acc["wrong"], called=acc["called"], big=acc["pairs_gap_0_05"])
-    return out
 
 
 def main() -> None:
@@ -72,32 +31,11 @@ def main() -> None:
     args = ap.parse_args()
     cmd = " ".join(shlex.quote(a) for a in [".venv/bin/python", "studies/cross_fit_q.py", *sys.argv[1:]])
 
-    from dev_rows import dev_truth
     from enigma.params import Params
 
-    params = Params.load()
-    cells: dict = {}
-    for b in SETS:
-        for s in SEEDS:
-            run = load(b, s)
-            if run is None:
-                continue
-            truth = dev_truth(params, b, run["dev_agents"])
-            cell = {"code": run["code"]}
-            for name, row in run["rows"].items():
-                cell[name] = {"mean_pearson": row["mean_pearson"], "spread": row["mean_spread_ratio"],
-                              "seconds_median": row["seconds_per_agent_median"], "failed": row["failed_agents"],
-                              "correction": correction_size(args.work / f"s{s}" / b / name, run["dev_agents"]),
-                              **calibrated(row["estimates"], truth)}
-            for name in run["paired"]:
-                cell[name.split(" - ")[0]]["D"] = run["paired"][name]["pearson"]
-            cells[f"{b}/s{s}"] = cell
+    cells = gather(Params.load(), "cross_fit", args.work)
 
-    def dbar(b: str) -> float | None:
-        ds = [cells[f"{b}/s{s}"][CANDIDATE]["D"]["difference"] for s in SEEDS if f"{b}/s{s}" in cells]
-        return st.mean(ds) if len(ds) == len(SEEDS) else None
-
-    means = {b: dbar(b) for b in SETS}
+    means = {b: d_bar(cells, b, CANDIDATE) for b in SETS}
     decided = all(v is not None for v in means.values()) and all(f"{b}/s0" in cells for b in ("airline", "see2019"))
     outcome: dict = {"decided": decided}
     if decided:
@@ -111,9 +49,7 @@ def main() -> None:
                                  "3 time <= 1.08 on airline and see2019": all(v <= 1.08 for v in time.values())}
         outcome["eligible"] = all(outcome["conditions"].values())
 
-    f3 = lambda v: "—" if v is None else f"{v:.3f}"  # noqa: E731
     sg = lambda v: "—" if v is None else f"{v:+.3f}"  # noqa: E731
-    pct = lambda v: "—" if v is None else f"{v:.1%}"  # noqa: E731
     lines = ["# Issue 71: the fitted Q cross-fitted over the logging agents (dev halves)", "", f"`{cmd}`", "",
              "The rule, fixed before any row: [cross-fit-q-rule.md](../docs/cross-fit-q-rule.md). Rows from "
              "`studies/dev_rows.py` with `studies/patches/fqe_cross_fit.patch` applied in a worktree (`PYTHONPATH`); "
@@ -121,21 +57,8 @@ def main() -> None:
              "`default` at the same `dice.seed`, with its agent-bootstrap interval. `|dr - q|`: the mean size of the "
              "dr value's correction over agents and ratings. Reward rms: the reward rating's residual after a "
              "leave-one-out linear recalibration on the other dev agents; power and wrong: the calibrated verdicts "
-             "on the dev agents' pairs over every rating (each pair calibrated on the other 11 dev agents).", "",
-             "| set | seed | row | mean Pearson | D [95%] | spread ratio | \\|dr − q\\| | reward rms | reward width | power (gap > 0.05) | wrong / called | s/agent (median) |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    for key, cell in cells.items():
-        b, s = key.split("/")
-        for name in ("default", CANDIDATE, INFO):
-            if name not in cell:
-                continue
-            r = cell[name]
-            d = r.get("D")
-            dcell = "" if d is None else f"{d['difference']:+.3f} [{d['ci95'][0]:+.3f}, {d['ci95'][1]:+.3f}]"
-            lines.append(f"| {b} | {s[1:]} | `{name}` | {r['mean_pearson']:.3f} | {dcell} | {r['spread']:.2f} | "
-                         f"{f3(r['correction'])} | {f3(r.get('reward_rms'))} | {f3(r.get('reward_width'))} | "
-                         f"{pct(r['power'])} | "
-                         f"{r['wrong']} / {r['called']} | {r['seconds_median']:.1f} |")
+             "on the dev agents' pairs over every rating (each pair calibrated on the other 11 dev agents).", ""]
+    lines += row_lines(cells, ["default", CANDIDATE, INFO], correction=True)
     lines += ["", "## The rule's quantities", "", "| set | D̄ (`xfit3` − `default`, mean of seeds 0–2) |", "|---|---|"]
     lines += [f"| {b} | {sg(means[b])} |" for b in SETS]
     lines.append("")

@@ -1,0 +1,90 @@
+"""Issue 71's two fitted Qs trained 45 epochs instead of three trained 30
+(studies/docs/fewer-longer-fits-rule.md): summarises the ``dev_rows_<set>_fewer_longer_fits_s<seed>``
+result files (rows ``default`` and ``e2x45``) into the rule's D per set and seed, its three-seed
+means and the rule's outcome, and beside them what the rule reports whatever it decides: the
+reward residual after leave-one-out recalibration, the dev verdicts, and how far an agent's
+reward estimate moves between seeds with two members against three.
+
+    .venv/bin/python studies/fewer_longer_fits.py
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import statistics as st
+import sys
+
+from result_files import write_result
+from seeded_rows import DELAYED, K0, SEEDS, SETS, d_bar, gather, load, row_lines, seed_sd
+
+STUDY, CANDIDATE = "fewer_longer_fits", "e2x45"
+TIMED = ("airline", "airline-delay8")  # the rule's time point: against this session's fresh seed-0 default runs
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--tag", default="fewer_longer_fits_dev")
+    args = ap.parse_args()
+    cmd = shlex.join([".venv/bin/python", "studies/fewer_longer_fits.py", *sys.argv[1:]])
+
+    from enigma.params import Params
+
+    cells = gather(Params.load(), STUDY)
+    means = {b: d_bar(cells, b, CANDIDATE) for b in SETS}
+    spread_sd = {}
+    for b in SETS:
+        runs = [load(b, STUDY, s) for s in SEEDS]
+        if all(runs):
+            spread_sd[b] = {row: seed_sd([r["rows"][row]["estimates"] for r in runs]) for row in ("default", CANDIDATE)}
+    fresh = {b: load(b, "knowledge_bound") for b in TIMED}
+    timed = all(f"{b}/s0" in cells and fresh[b] for b in TIMED)
+    decided = all(v is not None for v in means.values()) and timed
+    outcome: dict = {"decided": decided}
+    if timed:
+        outcome["time_ratio"] = {b: cells[f"{b}/s0"][CANDIDATE]["seconds_median"]
+                                 / fresh[b]["rows"]["default"]["seconds_per_agent_median"] for b in TIMED}
+    if decided:
+        late = st.mean(means[b] for b in DELAYED)
+        k0 = st.mean(means[b] for b in K0)
+        low = min(means[b] for b in K0)
+        outcome.update(delayed_mean=late, k0_mean=k0, k0_lowest=low)
+        outcome["conditions"] = {"1 delayed mean >= +0.020": late >= 0.020,
+                                 "2 k0 mean >= -0.005 and none < -0.015": k0 >= -0.005 and low >= -0.015,
+                                 "3 time <= 1.08 on airline and airline-delay8": all(v <= 1.08 for v in outcome["time_ratio"].values())}
+        outcome["eligible"] = all(outcome["conditions"].values())
+
+    sg = lambda v: "—" if v is None else f"{v:+.3f}"  # noqa: E731
+    f3 = lambda v: "—" if v is None else f"{v:.3f}"  # noqa: E731
+    rms = lambda b, row: st.mean(cells[f"{b}/s{s}"][row]["reward_rms"] for s in SEEDS) if means[b] is not None else None  # noqa: E731
+    lines = ["# Issue 71: two fitted Qs trained 45 epochs instead of three trained 30 (dev halves)", "", f"`{cmd}`", "",
+             "The rule, fixed before any row: [fewer-longer-fits-rule.md](../docs/fewer-longer-fits-rule.md). Rows from "
+             "`studies/dev_rows.py` on main's code; 13 dev agents per set, no test-half agent estimated. D: paired "
+             "difference of mean Pearson against `default` at the same `dice.seed`, with its agent-bootstrap interval. "
+             "Reward rms: the reward rating's residual after a leave-one-out linear recalibration on the other dev agents; "
+             "power and wrong: the calibrated verdicts on the dev agents' pairs over every rating (each pair calibrated on "
+             "the other 11 dev agents).", ""]
+    lines += row_lines(cells, ["default", CANDIDATE])
+    lines += ["", "## The rule's quantities", "",
+              f"| set | D̄ (`{CANDIDATE}` − `default`, mean of seeds 0–2) | reward rms, three-seed mean (default → {CANDIDATE}) | "
+              "between-seed sd of an agent's reward estimate (default → " + CANDIDATE + ") |", "|---|---|---|---|"]
+    for b in SETS:
+        sd = spread_sd.get(b)
+        lines.append(f"| {b} | {sg(means[b])} | {f3(rms(b, 'default'))} → {f3(rms(b, CANDIDATE))} | "
+                     + ("—" if sd is None else f"{sd['default']:.3f} → {sd[CANDIDATE]:.3f}") + " |")
+    lines.append("")
+    if "time_ratio" in outcome:
+        lines.append(f"- Time, `{CANDIDATE}` at seed 0 / the fresh seed-0 `default` (`dev_rows_<set>_knowledge_bound`), median s "
+                     "per agent: " + ", ".join(f"{b} {v:.2f}" for b, v in outcome["time_ratio"].items()) + " (asked ≤ 1.08 each).")
+    if decided:
+        lines += [f"- Delayed stores: mean D̄ {outcome['delayed_mean']:+.4f} (asked ≥ +0.020).",
+                  f"- k = 0 halves: mean D̄ {outcome['k0_mean']:+.4f} (asked ≥ −0.005), lowest {outcome['k0_lowest']:+.4f} (asked ≥ −0.015).",
+                  f"- **{'Eligible' if outcome['eligible'] else 'Not eligible'}**: "
+                  + "; ".join(f"{k}: {'met' if v else 'not met'}" for k, v in outcome["conditions"].items()) + "."]
+    else:
+        lines.append("- Not decided: " + ", ".join(k for k in [f"{b}/s{s}" for b in SETS for s in SEEDS] if k not in cells) + " not run.")
+    write_result(args.tag, lines, {"cells": cells, "d_bar": means, "seed_sd": spread_sd, "outcome": outcome})
+
+
+if __name__ == "__main__":
+    main()
