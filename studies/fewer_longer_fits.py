@@ -1,6 +1,6 @@
 """Issue 71's two fitted Qs trained 45 epochs instead of three trained 30
 (studies/docs/fewer-longer-fits-rule.md): summarises the ``dev_rows_<set>_fewer_longer_fits_s<seed>``
-result files (rows ``default`` and ``e2x45``) into the rule's D per set and seed, its three-seed
+result files (rows ``default`` and ``e2x45``; ``e3x45``, the mechanism, at seed 0 on two sets) into the rule's D per set and seed, its three-seed
 means and the rule's outcome, and beside them what the rule reports whatever it decides: the
 reward residual after leave-one-out recalibration, the dev verdicts, and how far an agent's
 reward estimate moves between seeds with two members against three.
@@ -18,7 +18,7 @@ import sys
 from result_files import write_result
 from seeded_rows import DELAYED, K0, SEEDS, SETS, d_bar, gather, load, row_lines, seed_sd
 
-STUDY, CANDIDATE = "fewer_longer_fits", "e2x45"
+STUDY, CANDIDATE, MECHANISM = "fewer_longer_fits", "e2x45", "e3x45"
 TIMED = ("airline", "airline-delay8")  # the rule's time point: against this session's fresh seed-0 default runs
 
 
@@ -64,7 +64,7 @@ def main() -> None:
              "Reward rms: the reward rating's residual after a leave-one-out linear recalibration on the other dev agents; "
              "power and wrong: the calibrated verdicts on the dev agents' pairs over every rating (each pair calibrated on "
              "the other 11 dev agents).", ""]
-    lines += row_lines(cells, ["default", CANDIDATE])
+    lines += row_lines(cells, ["default", CANDIDATE, MECHANISM])
     lines += ["", "## The rule's quantities", "",
               f"| set | D̄ (`{CANDIDATE}` − `default`, mean of seeds 0–2) | reward rms, three-seed mean (default → {CANDIDATE}) | "
               "between-seed sd of an agent's reward estimate (default → " + CANDIDATE + ") |", "|---|---|---|---|"]
@@ -73,6 +73,10 @@ def main() -> None:
         lines.append(f"| {b} | {sg(means[b])} | {f3(rms(b, 'default'))} → {f3(rms(b, CANDIDATE))} | "
                      + ("—" if sd is None else f"{sd['default']:.3f} → {sd[CANDIDATE]:.3f}") + " |")
     lines.append("")
+    mech = {k: c[MECHANISM]["D"]["difference"] for k, c in cells.items() if MECHANISM in c}
+    if mech:
+        lines.append(f"- `{MECHANISM}` (information, seed 0): D " + ", ".join(f"{k.split('/')[0]} {v:+.3f}" for k, v in mech.items())
+                     + f", against `{CANDIDATE}`'s at seed 0 " + ", ".join(f"{k.split('/')[0]} {cells[k][CANDIDATE]['D']['difference']:+.3f}" for k in mech) + ".")
     if "time_ratio" in outcome:
         lines.append(f"- Time, `{CANDIDATE}` at seed 0 / the fresh seed-0 `default` (`dev_rows_<set>_knowledge_bound`), median s "
                      "per agent: " + ", ".join(f"{b} {v:.2f}" for b, v in outcome["time_ratio"].items()) + " (asked ≤ 1.08 each).")
