@@ -73,6 +73,16 @@ def main() -> None:
         lines.append(f"| {b} | {sg(means[b])} | {f3(rms(b, 'default'))} → {f3(rms(b, CANDIDATE))} | "
                      + ("—" if sd is None else f"{sd['default']:.3f} → {sd[CANDIDATE]:.3f}") + " |")
     lines.append("")
+    for label, sets in (("k = 0 halves", K0), ("delayed stores", DELAYED)):
+        pooled = []
+        for row in ("default", CANDIDATE):
+            part = [c[row] for k, c in cells.items() if k.split("/")[0] in sets and row in c]
+            big = sum(r["big"] for r in part)
+            hits = sum(r["power"] * r["big"] for r in part if r["power"] is not None)
+            pooled.append(f"power {hits / big:.1%} of {big}, wrong {sum(r['wrong'] for r in part)} of {sum(r['called'] for r in part)} called"
+                          if big else "—")
+        lines.append(f"- Dev verdicts pooled over the {label}' cells (every rating; each pair calibrated on the other 11 dev agents): "
+                     f"default {pooled[0]}; `{CANDIDATE}` {pooled[1]}.")
     mech = {k: c[MECHANISM]["D"]["difference"] for k, c in cells.items() if MECHANISM in c}
     if mech:
         lines.append(f"- `{MECHANISM}` (information, seed 0): D " + ", ".join(f"{k.split('/')[0]} {v:+.3f}" for k, v in mech.items())
