@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 from result_files import write_result
-from seeded_rows import DELAYED, K0, SEEDS, SETS, d_bar, gather, row_lines
+from seeded_rows import DELAYED, K0, SETS, d_bar, gather, row_lines, verdict_line
 
 CANDIDATE, INFO = "xfit3", "xfit2x6"
 
@@ -66,11 +66,8 @@ def main() -> None:
         lines += [f"- k = 0 halves: mean D̄ {outcome['k0_mean']:+.4f} (asked ≥ +0.010), lowest {outcome['k0_lowest']:+.4f} (asked ≥ −0.010).",
                   f"- Delayed stores: mean D̄ {outcome['delayed_mean']:+.4f} (asked ≥ −0.010).",
                   "- Time, `xfit3` / `default` median s per agent at seed 0: "
-                  + ", ".join(f"{b} {v:.2f}" for b, v in outcome["time_ratio"].items()) + " (asked ≤ 1.08 each).",
-                  f"- **{'Eligible' if outcome['eligible'] else 'Not eligible'}**: "
-                  + "; ".join(f"{k}: {'met' if v else 'not met'}" for k, v in outcome["conditions"].items()) + "."]
-    else:
-        lines.append("- Not decided: " + ", ".join(k for k in [f"{b}/s{s}" for b in SETS for s in SEEDS] if k not in cells) + " not run.")
+                  + ", ".join(f"{b} {v:.2f}" for b, v in outcome["time_ratio"].items()) + " (asked ≤ 1.08 each)."]
+    lines.append(verdict_line(outcome, cells))
     write_result(args.tag, lines, {"cells": cells, "d_bar": means, "outcome": outcome})
 
 

@@ -16,7 +16,7 @@ import statistics as st
 import sys
 
 from result_files import write_result
-from seeded_rows import DELAYED, K0, SEEDS, SETS, d_bar, gather, load, row_lines, seed_sd
+from seeded_rows import DELAYED, K0, SEEDS, SETS, d_bar, gather, load, row_lines, seed_sd, verdict_line
 
 STUDY, CANDIDATE, MECHANISM = "fewer_longer_fits", "e2x45", "e3x45"
 TIMED = ("airline", "airline-delay8")  # the rule's time point: against this session's fresh seed-0 default runs
@@ -92,11 +92,8 @@ def main() -> None:
                      "per agent: " + ", ".join(f"{b} {v:.2f}" for b, v in outcome["time_ratio"].items()) + " (asked ≤ 1.08 each).")
     if decided:
         lines += [f"- Delayed stores: mean D̄ {outcome['delayed_mean']:+.4f} (asked ≥ +0.020).",
-                  f"- k = 0 halves: mean D̄ {outcome['k0_mean']:+.4f} (asked ≥ −0.005), lowest {outcome['k0_lowest']:+.4f} (asked ≥ −0.015).",
-                  f"- **{'Eligible' if outcome['eligible'] else 'Not eligible'}**: "
-                  + "; ".join(f"{k}: {'met' if v else 'not met'}" for k, v in outcome["conditions"].items()) + "."]
-    else:
-        lines.append("- Not decided: " + ", ".join(k for k in [f"{b}/s{s}" for b in SETS for s in SEEDS] if k not in cells) + " not run.")
+                  f"- k = 0 halves: mean D̄ {outcome['k0_mean']:+.4f} (asked ≥ −0.005), lowest {outcome['k0_lowest']:+.4f} (asked ≥ −0.015)."]
+    lines.append(verdict_line(outcome, cells))
     write_result(args.tag, lines, {"cells": cells, "d_bar": means, "seed_sd": spread_sd, "outcome": outcome})
 
 

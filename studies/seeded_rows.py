@@ -130,3 +130,11 @@ def row_lines(cells: dict[str, dict], rows: list[str], correction: bool = False)
                      f"{r['seconds_median']:.1f}"]
             lines.append("| " + " | ".join(cols) + " |")
     return lines
+
+
+def verdict_line(outcome: dict, cells: dict[str, dict]) -> str:
+    """A rule's last line: eligible or not, condition by condition, or the (set, seed) runs still missing."""
+    if not outcome["decided"]:
+        return "- Not decided: " + ", ".join(k for k in [f"{b}/s{s}" for b in SETS for s in SEEDS] if k not in cells) + " not run."
+    return (f"- **{'Eligible' if outcome['eligible'] else 'Not eligible'}**: "
+            + "; ".join(f"{k}: {'met' if v else 'not met'}" for k, v in outcome["conditions"].items()) + ".")
