@@ -97,8 +97,9 @@ def test_without_params_yaml_enigma_runs_what_the_repositorys_params_yaml_runs(t
     built_in = dice_config("enigma", Params.load(DEFAULT_PARAMS, missing="defaults"))
     assert built_in.model_dump() == repo.model_dump()
     assert (built_in.solver.name, built_in.value.kind, built_in.interval.resamples) == ("exact_nu", "dr", 100)
-    # the adopted Q schedule (issue 71): 30 epochs for ENIGMA; FqeConfig's own default, which the presets start from, stays 20
-    assert (built_in.value.fqe.epochs, repo.value.fqe.epochs, FqeConfig().epochs) == (30, 30, 20)
+    # the adopted Q schedule (issue 71): 2 fits of 45 epochs for ENIGMA; FqeConfig's own default, which the presets start from, stays 20
+    assert (built_in.value.fqe.epochs, repo.value.fqe.epochs, FqeConfig().epochs) == (45, 45, 20)
+    assert (built_in.value.fqe.ensemble, repo.value.fqe.ensemble, FqeConfig().ensemble) == (2, 2, 1)
     # a params file without an estimators section runs it too
     (tmp_path / "mine.yaml").write_text("sample: {n_samples: 1}\n")
     assert dice_config("enigma", Params.load(tmp_path / "mine.yaml")) == repo

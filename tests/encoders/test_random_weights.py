@@ -58,7 +58,7 @@ def test_enigma_random_encoder_is_enigma_with_the_random_model():
     assert ablation.config.interval.resamples == 0
     # it ran on top of the mean of 5 fitted Qs and keeps them (its pair, that default's row, is the lab's
     # enigma-fqe-ensemble5): otherwise it is enigma
-    assert ablation.config.value.fqe.ensemble == 5 and enigma.config.value.fqe.ensemble == 3
+    assert ablation.config.value.fqe.ensemble == 5 and enigma.config.value.fqe.ensemble == 2
     assert ablation.config.with_flat(encoder_model=enigma.config.features.encoder_model, fqe=enigma.config.value.fqe,
                                      interval_resamples=enigma.config.interval.resamples) == enigma.config
 

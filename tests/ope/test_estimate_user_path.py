@@ -54,9 +54,9 @@ def test_the_tabular_problem_through_the_cli_is_exact_with_the_default_params(ta
     missed = 0
     for t in names:
         assert est["converged"][t] is True
-        # the shipped default ran: the doubly robust value with the mean of 3 fitted Qs (docs/estimator.md)
+        # the shipped default ran: the doubly robust value with the mean of 2 fitted Qs, 45 epochs each (docs/estimator.md)
         config = est["diagnostics"][t]["config"]
-        assert config["value"] == "dr" and config["q_model"] == "fqe" and config["fqe"]["ensemble"] == 3, config
+        assert config["value"] == "dr" and config["q_model"] == "fqe" and config["fqe"]["ensemble"] == 2 and config["fqe"]["epochs"] == 45, config
         assert config["tmax"] == 15, config  # unset in params.yaml: max(15, the longest dialogue (2 agent turns) + 2)
         # the replies the command drew, read back through `enigma sample` (a cache hit: no new draws)
         s = enigma("sample", work / "store", f"python:enigma.ope.tabular:{t}", "--cache-dir", work / "cache" / "samples",

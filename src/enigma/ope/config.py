@@ -518,7 +518,7 @@ ENIGMA_DEFAULT: dict[str, Any] = {
     "preset": "exact_nu", "tmax": None, "encoder": "frozen", "project_dim": 32, "pca": "randomized",
     "alpha_nu": 0.0001, "agreement": True, "reply_measures": True, "grounding": True, "target_history": "source",
     "value": "dr", "dr_slot_tol": 0.1, "dr_zeta_cap": 1.0, "q_ridge": 0.01, "q_model": "fqe",
-    "fqe": {"agreement": False, "ensemble": 3, "linear_members": 1, "history": True, "history_extremes": True, "history_attention": True, "epochs": 30},
+    "fqe": {"agreement": False, "ensemble": 2, "linear_members": 1, "history": True, "history_extremes": True, "history_attention": True, "epochs": 45},
     "random_features": 0, "steps": 400,
     "log_every": 5, "interval_resamples": 100, "interval_tol": 0.001, "interval_refit": "kkt",
     "missing_targets": "error",
