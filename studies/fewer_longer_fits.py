@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import argparse
 import shlex
-import statistics as st
 import sys
 
 from result_files import write_result
-from seeded_rows import DELAYED, K0, SEEDS, SETS, d_bar, gather, load, row_lines, seed_sd, verdict_line
+from seeded_rows import (SETS, d_bar, gather, load, pooled_verdict_lines, quantity_lines, row_lines, rule_mean_lines, rule_means,
+                         seed_sds, verdict_line)
 
 STUDY, CANDIDATE, MECHANISM = "fewer_longer_fits", "e2x45", "e3x45"
 TIMED = ("airline", "airline-delay8")  # the rule's time point: against this session's fresh seed-0 default runs
@@ -32,11 +32,7 @@ def main() -> None:
 
     cells = gather(Params.load(), STUDY)
     means = {b: d_bar(cells, b, CANDIDATE) for b in SETS}
-    spread_sd = {}
-    for b in SETS:
-        runs = [load(b, STUDY, s) for s in SEEDS]
-        if all(runs):
-            spread_sd[b] = {row: seed_sd([r["rows"][row]["estimates"] for r in runs]) for row in ("default", CANDIDATE)}
+    spread_sd = seed_sds(STUDY, ["default", CANDIDATE])
     fresh = {b: load(b, "knowledge_bound") for b in TIMED}
     timed = all(f"{b}/s0" in cells and fresh[b] for b in TIMED)
     decided = all(v is not None for v in means.values()) and timed
@@ -45,18 +41,12 @@ def main() -> None:
         outcome["time_ratio"] = {b: cells[f"{b}/s0"][CANDIDATE]["seconds_median"]
                                  / fresh[b]["rows"]["default"]["seconds_per_agent_median"] for b in TIMED}
     if decided:
-        late = st.mean(means[b] for b in DELAYED)
-        k0 = st.mean(means[b] for b in K0)
-        low = min(means[b] for b in K0)
-        outcome.update(delayed_mean=late, k0_mean=k0, k0_lowest=low)
-        outcome["conditions"] = {"1 delayed mean >= +0.020": late >= 0.020,
-                                 "2 k0 mean >= -0.005 and none < -0.015": k0 >= -0.005 and low >= -0.015,
+        outcome.update(rule_means(means))
+        outcome["conditions"] = {"1 delayed mean >= +0.020": outcome["delayed_mean"] >= 0.020,
+                                 "2 k0 mean >= -0.005 and none < -0.015": outcome["k0_mean"] >= -0.005 and outcome["k0_lowest"] >= -0.015,
                                  "3 time <= 1.08 on airline and airline-delay8": all(v <= 1.08 for v in outcome["time_ratio"].values())}
         outcome["eligible"] = all(outcome["conditions"].values())
 
-    sg = lambda v: "—" if v is None else f"{v:+.3f}"  # noqa: E731
-    f3 = lambda v: "—" if v is None else f"{v:.3f}"  # noqa: E731
-    rms = lambda b, row: st.mean(cells[f"{b}/s{s}"][row]["reward_rms"] for s in SEEDS) if means[b] is not None else None  # noqa: E731
     lines = ["# Issue 71: two fitted Qs trained 45 epochs instead of three trained 30 (dev halves)", "", f"`{cmd}`", "",
              "The rule, fixed before any row: [fewer-longer-fits-rule.md](../docs/fewer-longer-fits-rule.md). Rows from "
              "`studies/dev_rows.py` on main's code; 13 dev agents per set, no test-half agent estimated. D: paired "
@@ -65,24 +55,10 @@ def main() -> None:
              "power and wrong: the calibrated verdicts on the dev agents' pairs over every rating (each pair calibrated on "
              "the other 11 dev agents).", ""]
     lines += row_lines(cells, ["default", CANDIDATE, MECHANISM])
-    lines += ["", "## The rule's quantities", "",
-              f"| set | D̄ (`{CANDIDATE}` − `default`, mean of seeds 0–2) | reward rms, three-seed mean (default → {CANDIDATE}) | "
-              "between-seed sd of an agent's reward estimate (default → " + CANDIDATE + ") |", "|---|---|---|---|"]
-    for b in SETS:
-        sd = spread_sd.get(b)
-        lines.append(f"| {b} | {sg(means[b])} | {f3(rms(b, 'default'))} → {f3(rms(b, CANDIDATE))} | "
-                     + ("—" if sd is None else f"{sd['default']:.3f} → {sd[CANDIDATE]:.3f}") + " |")
+    lines += ["", "## The rule's quantities", ""]
+    lines += quantity_lines(cells, means, spread_sd, "default", CANDIDATE)
     lines.append("")
-    for label, sets in (("k = 0 halves", K0), ("delayed stores", DELAYED)):
-        pooled = []
-        for row in ("default", CANDIDATE):
-            part = [c[row] for k, c in cells.items() if k.split("/")[0] in sets and row in c]
-            big = sum(r["big"] for r in part)
-            hits = sum(r["power"] * r["big"] for r in part if r["power"] is not None)
-            pooled.append(f"power {hits / big:.1%} of {big}, wrong {sum(r['wrong'] for r in part)} of {sum(r['called'] for r in part)} called"
-                          if big else "—")
-        lines.append(f"- Dev verdicts pooled over the {label}' cells (every rating; each pair calibrated on the other 11 dev agents): "
-                     f"default {pooled[0]}; `{CANDIDATE}` {pooled[1]}.")
+    lines += pooled_verdict_lines(cells, "default", CANDIDATE)
     mech = {k: c[MECHANISM]["D"]["difference"] for k, c in cells.items() if MECHANISM in c}
     if mech:
         lines.append(f"- `{MECHANISM}` (information, seed 0): D " + ", ".join(f"{k.split('/')[0]} {v:+.3f}" for k, v in mech.items())
@@ -91,8 +67,7 @@ def main() -> None:
         lines.append(f"- Time, `{CANDIDATE}` at seed 0 / the fresh seed-0 `default` (`dev_rows_<set>_knowledge_bound`), median s "
                      "per agent: " + ", ".join(f"{b} {v:.2f}" for b, v in outcome["time_ratio"].items()) + " (asked ≤ 1.08 each).")
     if decided:
-        lines += [f"- Delayed stores: mean D̄ {outcome['delayed_mean']:+.4f} (asked ≥ +0.020).",
-                  f"- k = 0 halves: mean D̄ {outcome['k0_mean']:+.4f} (asked ≥ −0.005), lowest {outcome['k0_lowest']:+.4f} (asked ≥ −0.015)."]
+        lines += rule_mean_lines(outcome)
     lines.append(verdict_line(outcome, cells))
     write_result(args.tag, lines, {"cells": cells, "d_bar": means, "seed_sd": spread_sd, "outcome": outcome})
 

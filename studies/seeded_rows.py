@@ -138,3 +138,56 @@ def verdict_line(outcome: dict, cells: dict[str, dict]) -> str:
         return "- Not decided: " + ", ".join(k for k in [f"{b}/s{s}" for b in SETS for s in SEEDS] if k not in cells) + " not run."
     return (f"- **{'Eligible' if outcome['eligible'] else 'Not eligible'}**: "
             + "; ".join(f"{k}: {'met' if v else 'not met'}" for k, v in outcome["conditions"].items()) + ".")
+
+
+def seed_sds(study: str, rows: list[str]) -> dict[str, dict[str, float]]:
+    """Per set whose three seeds have all run: each row's between-seed sd of an agent's reward estimate."""
+    out = {}
+    for b in SETS:
+        runs = [load(b, study, s) for s in SEEDS]
+        if all(runs):
+            out[b] = {row: seed_sd([r["rows"][row]["estimates"] for r in runs]) for row in rows}
+    return out
+
+
+def quantity_lines(cells: dict[str, dict], means: dict[str, float | None], sds: dict[str, dict[str, float]],
+                   reference: str, candidate: str) -> list[str]:
+    """The rule's quantities per set: D̄, the reward residual's three-seed mean and the between-seed sd,
+    reference → candidate."""
+    sg = lambda v: "—" if v is None else f"{v:+.3f}"  # noqa: E731
+    f3 = lambda v: "—" if v is None else f"{v:.3f}"  # noqa: E731
+    rms = lambda b, row: st.mean(cells[f"{b}/s{s}"][row]["reward_rms"] for s in SEEDS) if means[b] is not None else None  # noqa: E731
+    lines = [f"| set | D̄ (`{candidate}` − `{reference}`, mean of seeds 0–2) | reward rms, three-seed mean ({reference} → {candidate}) | "
+             f"between-seed sd of an agent's reward estimate ({reference} → {candidate}) |", "|---|---|---|---|"]
+    for b in SETS:
+        sd = sds.get(b)
+        lines.append(f"| {b} | {sg(means[b])} | {f3(rms(b, reference))} → {f3(rms(b, candidate))} | "
+                     + ("—" if sd is None else f"{sd[reference]:.3f} → {sd[candidate]:.3f}") + " |")
+    return lines
+
+
+def pooled_verdict_lines(cells: dict[str, dict], reference: str, candidate: str) -> list[str]:
+    """The dev verdicts pooled over the k = 0 halves' cells and over the delayed stores', per row."""
+    lines = []
+    for label, sets in (("k = 0 halves", K0), ("delayed stores", DELAYED)):
+        pooled = []
+        for row in (reference, candidate):
+            part = [c[row] for k, c in cells.items() if k.split("/")[0] in sets and row in c]
+            big = sum(r["big"] for r in part)
+            hits = sum(r["power"] * r["big"] for r in part if r["power"] is not None)
+            pooled.append(f"power {hits / big:.1%} of {big}, wrong {sum(r['wrong'] for r in part)} of {sum(r['called'] for r in part)} called"
+                          if big else "—")
+        lines.append(f"- Dev verdicts pooled over the {label}' cells (every rating; each pair calibrated on the other 11 dev agents): "
+                     f"{reference if reference == 'default' else f'`{reference}`'} {pooled[0]}; `{candidate}` {pooled[1]}.")
+    return lines
+
+
+def rule_means(means: dict[str, float | None]) -> dict[str, float]:
+    """The means the three-seed rules read: the delayed stores' D̄, the k = 0 halves' D̄ and its lowest."""
+    return {"delayed_mean": st.mean(means[b] for b in DELAYED), "k0_mean": st.mean(means[b] for b in K0),
+            "k0_lowest": min(means[b] for b in K0)}
+
+
+def rule_mean_lines(outcome: dict) -> list[str]:
+    return [f"- Delayed stores: mean D̄ {outcome['delayed_mean']:+.4f} (asked ≥ +0.020).",
+            f"- k = 0 halves: mean D̄ {outcome['k0_mean']:+.4f} (asked ≥ −0.005), lowest {outcome['k0_lowest']:+.4f} (asked ≥ −0.015)."]

@@ -46,3 +46,20 @@ def test_load_reads_the_set_study_and_seed_tag_and_says_none_for_a_run_not_made(
     assert load("airline-delay3", "study_x", 1) == {"rows": {}}
     assert load("airline-delay3", "study_x", 2) is None
     assert load("airline-delay3", "study_x") is None
+
+
+def test_the_rules_means_read_the_delayed_stores_and_the_k0_halves_apart(seeded_rows):
+    means = {"airline": 0.01, "airline-seed1": -0.02, "see2019": 0.04, "airline-delay3": 0.02, "airline-delay8": 0.06}
+    got = seeded_rows.rule_means(means)
+    assert got == pytest.approx({"delayed_mean": 0.04, "k0_mean": 0.01, "k0_lowest": -0.02})
+
+
+def test_pooled_verdicts_weigh_each_cells_power_by_its_pairs_and_keep_the_halves_apart(seeded_rows):
+    cell = lambda power, big, wrong, called: {"power": power, "big": big, "wrong": wrong, "called": called}  # noqa: E731
+    cells = {"airline/s0": {"ref": cell(0.5, 10, 1, 6), "cand": cell(0.6, 10, 0, 7)},
+             "see2019/s0": {"ref": cell(0.2, 30, 2, 9), "cand": cell(None, 0, 0, 0)},
+             "airline-delay8/s0": {"ref": cell(0.0, 5, 0, 1), "cand": cell(0.4, 5, 1, 3)}}
+    k0, late = seeded_rows.pooled_verdict_lines(cells, "ref", "cand")
+    # k = 0: ref (0.5 * 10 + 0.2 * 30) / 40 = 27.5%; cand 6 / 10 = 60.0% (a cell without big-gap pairs adds none)
+    assert "`ref` power 27.5% of 40, wrong 3 of 15 called" in k0 and "`cand` power 60.0% of 10, wrong 0 of 7 called" in k0
+    assert "`ref` power 0.0% of 5, wrong 0 of 1 called" in late and "`cand` power 40.0% of 5, wrong 1 of 3 called" in late

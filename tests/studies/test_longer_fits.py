@@ -1,0 +1,27 @@
+"""studies/longer_fits.py's time rows: the candidate's seconds over the fresh reference's, and
+whether that fresh reference is the reused rows' default to the bit."""
+
+from __future__ import annotations
+
+import importlib
+
+import pytest
+
+from tests.conftest import REPO_ROOT
+
+
+@pytest.fixture
+def longer_fits(monkeypatch):
+    monkeypatch.syspath_prepend(str(REPO_ROOT / "studies"))
+    return importlib.import_module("longer_fits")
+
+
+def test_time_check_divides_the_medians_and_compares_the_fresh_reference_to_the_reused_one_exactly(longer_fits):
+    est = {"a": {"reward": 0.81}, "b": {"reward": 0.62}}
+    run = {"rows": {"e2x45": {"seconds_per_agent_median": 20.0, "estimates": est},
+                    "e2x60": {"seconds_per_agent_median": 25.0, "estimates": est}}}
+    reused = {"rows": {"e2x45": {"estimates": {"a": {"reward": 0.81}, "b": {"reward": 0.62}}}}}
+    assert longer_fits.time_check("airline", run, reused) == {"ratio": 1.25, "reference_same_bits": True}
+    moved = {"rows": {"e2x45": {"estimates": {"a": {"reward": 0.81}, "b": {"reward": 0.6200001}}}}}
+    assert longer_fits.time_check("airline", run, moved)["reference_same_bits"] is False
+    assert longer_fits.time_check("airline", run, None)["reference_same_bits"] is False
