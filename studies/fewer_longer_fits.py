@@ -15,8 +15,7 @@ import shlex
 import sys
 
 from result_files import write_result
-from seeded_rows import (SETS, d_bar, gather, load, pooled_verdict_lines, quantity_lines, row_lines, rule_mean_lines, rule_means,
-                         seed_sds, verdict_line)
+from seeded_rows import collect, load, pooled_verdict_lines, quantity_lines, row_lines, rule_mean_lines, rule_means, verdict_line
 
 STUDY, CANDIDATE, MECHANISM = "fewer_longer_fits", "e2x45", "e3x45"
 TIMED = ("airline", "airline-delay8")  # the rule's time point: against this session's fresh seed-0 default runs
@@ -28,11 +27,7 @@ def main() -> None:
     args = ap.parse_args()
     cmd = shlex.join([".venv/bin/python", "studies/fewer_longer_fits.py", *sys.argv[1:]])
 
-    from enigma.params import Params
-
-    cells = gather(Params.load(), STUDY)
-    means = {b: d_bar(cells, b, CANDIDATE) for b in SETS}
-    spread_sd = seed_sds(STUDY, ["default", CANDIDATE])
+    cells, means, spread_sd = collect(STUDY, "default", CANDIDATE)
     fresh = {b: load(b, "knowledge_bound") for b in TIMED}
     timed = all(f"{b}/s0" in cells and fresh[b] for b in TIMED)
     decided = all(v is not None for v in means.values()) and timed

@@ -15,8 +15,7 @@ import shlex
 import sys
 
 from result_files import write_result
-from seeded_rows import (SETS, d_bar, gather, load, pooled_verdict_lines, quantity_lines, row_lines, rule_mean_lines, rule_means,
-                         seed_sds, verdict_line)
+from seeded_rows import collect, load, pooled_verdict_lines, quantity_lines, row_lines, rule_mean_lines, rule_means, verdict_line
 
 STUDY, REFERENCE, CANDIDATE = "longer_fits", "e2x45", "e2x60"
 TIMED = ("airline", "see2019")
@@ -38,11 +37,7 @@ def main() -> None:
     args = ap.parse_args()
     cmd = shlex.join([".venv/bin/python", "studies/longer_fits.py", *sys.argv[1:]])
 
-    from enigma.params import Params
-
-    cells = gather(Params.load(), STUDY)
-    means = {b: d_bar(cells, b, CANDIDATE) for b in SETS}
-    spread_sd = seed_sds(STUDY, [REFERENCE, CANDIDATE])
+    cells, means, spread_sd = collect(STUDY, REFERENCE, CANDIDATE)
     timing = {b: load(b, f"{STUDY}_time") for b in TIMED}
     outcome: dict = {}
     if all(timing.values()):

@@ -191,3 +191,12 @@ def rule_means(means: dict[str, float | None]) -> dict[str, float]:
 def rule_mean_lines(outcome: dict) -> list[str]:
     return [f"- Delayed stores: mean D̄ {outcome['delayed_mean']:+.4f} (asked ≥ +0.020).",
             f"- k = 0 halves: mean D̄ {outcome['k0_mean']:+.4f} (asked ≥ −0.005), lowest {outcome['k0_lowest']:+.4f} (asked ≥ −0.015)."]
+
+
+def collect(study: str, reference: str, candidate: str) -> tuple[dict[str, dict], dict[str, float | None], dict[str, dict[str, float]]]:
+    """What a three-seed rule's summary starts from: the cells (``gather`` on the repository's
+    params), the candidate's D̄ per set and each row's between-seed sd."""
+    from enigma.params import Params
+
+    cells = gather(Params.load(), study)
+    return cells, {b: d_bar(cells, b, candidate) for b in SETS}, seed_sds(study, [reference, candidate])
