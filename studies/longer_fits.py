@@ -42,14 +42,18 @@ def main() -> None:
     outcome: dict = {}
     if all(timing.values()):
         outcome["time"] = {b: time_check(b, timing[b], load(b, STUDY, 0)) for b in TIMED}
-    outcome["decided"] = all(v is not None for v in means.values()) and "time" in outcome
-    if outcome["decided"]:
+    outcome["decided"] = False
+    if all(v is not None for v in means.values()):
         outcome.update(rule_means(means))
         outcome["conditions"] = {
             "1 delayed mean >= +0.020": outcome["delayed_mean"] >= 0.020,
-            "2 k0 mean >= -0.005 and none < -0.015": outcome["k0_mean"] >= -0.005 and outcome["k0_lowest"] >= -0.015,
-            f"3 time <= {TIME_BOUND} on airline and see2019": all(t["ratio"] <= TIME_BOUND for t in outcome["time"].values())}
-        outcome["eligible"] = all(outcome["conditions"].values())
+            "2 k0 mean >= -0.005 and none < -0.015": outcome["k0_mean"] >= -0.005 and outcome["k0_lowest"] >= -0.015}
+        if "time" in outcome:
+            outcome["conditions"][f"3 time <= {TIME_BOUND} on airline and see2019"] = all(
+                t["ratio"] <= TIME_BOUND for t in outcome["time"].values())
+        # a condition already not met decides it without the time rows
+        outcome["decided"] = "time" in outcome or not all(outcome["conditions"].values())
+        outcome["eligible"] = outcome["decided"] and all(outcome["conditions"].values())
 
     lines = ["# Issue 71: two fitted Qs trained 60 epochs instead of 45 (dev halves)", "", f"`{cmd}`", "",
              "The rule, fixed before any row: [longer-fits-rule.md](../docs/longer-fits-rule.md). Rows from "
@@ -68,9 +72,11 @@ def main() -> None:
                      "median s per agent: " + ", ".join(f"{b} {t['ratio']:.2f}" for b, t in outcome["time"].items())
                      + f" (asked ≤ {TIME_BOUND} each); the fresh `{REFERENCE}` equal to the reused rows' estimates to the bit: "
                      + ", ".join(f"{b} {'yes' if t['reference_same_bits'] else 'NO'}" for b, t in outcome["time"].items()) + ".")
-    if outcome["decided"]:
+    if "conditions" in outcome:
         lines += rule_mean_lines(outcome)
     lines.append(verdict_line(outcome, cells))
+    if outcome["decided"] and "time" not in outcome:
+        lines.append("- The time rows were not run: condition 3 was not needed to decide.")
     write_result(args.tag, lines, {"cells": cells, "d_bar": means, "seed_sd": spread_sd, "outcome": outcome})
 
 

@@ -25,3 +25,21 @@ def test_time_check_divides_the_medians_and_compares_the_fresh_reference_to_the_
     moved = {"rows": {"e2x45": {"estimates": {"a": {"reward": 0.81}, "b": {"reward": 0.6200001}}}}}
     assert longer_fits.time_check("airline", run, moved)["reference_same_bits"] is False
     assert longer_fits.time_check("airline", run, None)["reference_same_bits"] is False
+
+
+def test_a_rule_condition_not_met_decides_without_the_time_rows(longer_fits, monkeypatch):
+    sets = ["airline", "airline-seed1", "see2019", "airline-delay3", "airline-delay8"]
+    means = dict(zip(sets, [0.005, 0.001, -0.011, 0.011, 0.023]))
+    monkeypatch.setattr(longer_fits, "collect", lambda *a: ({}, means, {}))
+    monkeypatch.setattr(longer_fits, "load", lambda *a: None)  # no time rows
+    monkeypatch.setattr(longer_fits, "row_lines", lambda *a: [])
+    monkeypatch.setattr(longer_fits, "quantity_lines", lambda *a: [])
+    monkeypatch.setattr(longer_fits, "pooled_verdict_lines", lambda *a: [])
+    written = {}
+    monkeypatch.setattr(longer_fits, "write_result", lambda tag, lines, payload: written.update(payload))
+    monkeypatch.setattr("sys.argv", ["longer_fits.py"])
+    longer_fits.main()
+    out = written["outcome"]
+    # the delayed stores' mean +0.017 is below +0.020: not eligible, whatever the time rows would say
+    assert out["decided"] is True and out["eligible"] is False
+    assert out["conditions"] == {"1 delayed mean >= +0.020": False, "2 k0 mean >= -0.005 and none < -0.015": True}
