@@ -22,7 +22,7 @@ TIMED = ("airline", "see2019")
 TIME_BOUND = 1.45  # at today's rebuild's 1.08 (airline) and 1.34 (See 2019) of issue 71's default: within its 2 times
 
 
-def time_check(b: str, run: dict, reused: dict | None) -> dict:
+def time_check(run: dict, reused: dict | None) -> dict:
     """One time row: the candidate's median seconds per agent over the reference's, both run afresh
     in one call, and whether that fresh reference gave the reused reference's estimates to the bit."""
     rows = run["rows"]
@@ -41,7 +41,7 @@ def main() -> None:
     timing = {b: load(b, f"{STUDY}_time") for b in TIMED}
     outcome: dict = {}
     if all(timing.values()):
-        outcome["time"] = {b: time_check(b, timing[b], load(b, STUDY, 0)) for b in TIMED}
+        outcome["time"] = {b: time_check(timing[b], load(b, STUDY, 0)) for b in TIMED}
     outcome["decided"] = False
     if all(v is not None for v in means.values()):
         outcome.update(rule_means(means))

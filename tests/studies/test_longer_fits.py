@@ -21,10 +21,10 @@ def test_time_check_divides_the_medians_and_compares_the_fresh_reference_to_the_
     run = {"rows": {"e2x45": {"seconds_per_agent_median": 20.0, "estimates": est},
                     "e2x60": {"seconds_per_agent_median": 25.0, "estimates": est}}}
     reused = {"rows": {"e2x45": {"estimates": {"a": {"reward": 0.81}, "b": {"reward": 0.62}}}}}
-    assert longer_fits.time_check("airline", run, reused) == {"ratio": 1.25, "reference_same_bits": True}
+    assert longer_fits.time_check(run, reused) == {"ratio": 1.25, "reference_same_bits": True}
     moved = {"rows": {"e2x45": {"estimates": {"a": {"reward": 0.81}, "b": {"reward": 0.6200001}}}}}
-    assert longer_fits.time_check("airline", run, moved)["reference_same_bits"] is False
-    assert longer_fits.time_check("airline", run, None)["reference_same_bits"] is False
+    assert longer_fits.time_check(run, moved)["reference_same_bits"] is False
+    assert longer_fits.time_check(run, None)["reference_same_bits"] is False
 
 
 def test_a_rule_condition_not_met_decides_without_the_time_rows(longer_fits, monkeypatch):
