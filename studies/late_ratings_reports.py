@@ -41,8 +41,8 @@ def main(stores: dict[int, str] = STORES, results: Path = RESULTS) -> dict:
     lines = ["# The rating that comes late, read off the reports (issue 71, goal 2)", "",
              f"`{out['command']}` ({out['code']})", "",
              "Every estimator of the delayed benchmarks on the same 27 airline sellers, seed and truth: "
-             "[airline](../../reports/airline/index.md) (k = 0), [airline-delay3](../../reports/airline-delay3/index.md) "
-             "and [airline-delay8](../../reports/airline-delay8/index.md) (each dialogue closed by k exchanges of thanks). "
+             "[airline](../../reports/airline/index.html) (k = 0), [airline-delay3](../../reports/airline-delay3/index.html) "
+             "and [airline-delay8](../../reports/airline-delay8/index.html) (each dialogue closed by k exchanges of thanks). "
              "Mean Pearson over the four ratings, the spread ratio (sd of the estimates over sd of the truth, mean over the ratings) "
              "and D = the mean Pearson at k minus at k = 0, paired over the same 1000 resamples of the sellers [95%]. "
              "The dev-half sellers are the ones a choice reads; the test-half sellers are reported, never chosen on. "
