@@ -19,9 +19,11 @@ import yaml
 from tests.conftest import REPO_ROOT
 
 # Tracked reports/ may not grow past this: 5 MiB since issue 59, 6 MB since issue 73, whose full
-# reports' summaries and pages are tracked too (their per-estimator figures stay in DVC).
+# reports' summaries and pages are tracked too (their per-estimator figures stay in DVC); 6.5 MB
+# since issue 71's two dev-only benchmarks of late ratings were first built (0.43 MB: their pages,
+# summaries and four headline figures each, as every main report keeps).
 # Apparent bytes of the working-tree files git tracks.
-REPORTS_BUDGET_BYTES = 6_000_000
+REPORTS_BUDGET_BYTES = 6_500_000
 
 # the benchmarks whose full report's page and summary git keeps (.gitignore): every seed
 # comparator beside ENIGMA (issue 73)
