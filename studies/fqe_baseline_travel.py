@@ -1,5 +1,6 @@
 """Issue 71: how far a late 0/1 rating reaches back through fitted Q evaluation, with and without
-a Monte Carlo baseline (``fqe.baseline: returns``, ``studies/patches/fqe_baseline_returns.patch``:
+a Monte Carlo baseline (``fqe.baseline``: ``returns`` on the pair, ``state`` on the earlier turns
+alone; ``studies/patches/fqe_baseline_returns.patch``:
 run with the patch's ``src/`` first on ``PYTHONPATH``).
 
 A small problem where the truth is known: each dialogue's first turn decides its rating (the
@@ -55,17 +56,17 @@ def main(argv: list[str] | None = None) -> int:
              f"(code: {code_version()}; the patch `studies/patches/fqe_baseline_returns.patch`)", "",
              "The target's mean Q at the deciding first turn (truth 1.0, the logs' mean 0.5); hidden 32, "
              "history, extremes and attention on, seed 0.", "",
-             "| agent turns a dialogue | epochs | `baseline: none` | `baseline: returns` |", "|---|---|---|---|"]
+             "| agent turns a dialogue | epochs | `baseline: none` | `baseline: returns` | `baseline: state` |", "|---|---|---|---|---|"]
     for length in args.lengths:
         turns, rewards = problem(length)
         first = torch.arange(len(rewards)) * length
         for epochs in args.epochs:
             cells = []
-            for baseline in ("none", "returns"):
+            for baseline in ("none", "returns", "state"):
                 cfg = FqeConfig(hidden=32, epochs=epochs, history=True, history_extremes=True, history_attention=True,
                                 baseline=baseline)
                 cells.append(f"{float(fit_turn_q(turns, rewards, cfg, seed=0).target[first, 0].mean()):.3f}")
-            lines.append(f"| {length} | {epochs} | {cells[0]} | {cells[1]} |")
+            lines.append(f"| {length} | {epochs} | {' | '.join(cells)} |")
             print(lines[-1], flush=True)
     OUT.write_text("\n".join(lines) + "\n")
     print(f"wrote {OUT}")
