@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pandas as pd
 
+from result_files import write_result
+
 REPO = Path(__file__).resolve().parents[1]
-OUT = REPO / "studies" / "results" / "booked_numbers_seen.md"
 FLIGHT = re.compile(r"flight (\d{5,})")  # the simulator's sellers name a flight as "flight <number>"
 
 
@@ -37,13 +38,14 @@ def main(argv: list[str] | None = None) -> int:
              f"`.venv/bin/python studies/booked_numbers_seen.py {' '.join(args.benchmarks)}`", "",
              "| store | dialogues | distinct numbers | in one dialogue only | most dialogues for one number |",
              "|---|---|---|---|---|"]
+    payload = {}
     for b in args.benchmarks:
         turns = pd.read_parquet(REPO / "data" / b / "store" / "turns.parquet")
         n = numbers_seen(turns)
-        lines.append(f"| {b} | {turns.dialog_id.nunique()} | {len(n)} | {(n == 1).mean():.1%} | {n.max()} |")
-        print(lines[-1])
-    OUT.write_text("\n".join(lines) + "\n")
-    print(f"wrote {OUT}")
+        payload[b] = {"dialogues": turns.dialog_id.nunique(), "numbers": len(n), "in_one_dialogue": float((n == 1).mean()),
+                      "most_dialogues": int(n.max())}
+        lines.append(f"| {b} | {payload[b]['dialogues']} | {len(n)} | {(n == 1).mean():.1%} | {n.max()} |")
+    write_result("booked_numbers_seen", lines, payload)
     return 0
 
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 import torch
 
@@ -24,7 +23,6 @@ from enigma.ope.config import FqeConfig
 from enigma.ope.fqe import fit_turn_q
 from enigma.ope.turns import TurnFeatures
 
-OUT = Path(__file__).resolve().parent / "results" / "fqe_baseline_travel.md"
 
 
 def problem(length: int, n_dialogues: int = 200, seed: int = 0) -> tuple[TurnFeatures, torch.Tensor]:
@@ -50,6 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     if "baseline" not in FqeConfig.model_fields:
         raise SystemExit("fqe.baseline is not in this enigma: run with the patch's src/ first on PYTHONPATH")
     from provenance import code_version
+    from result_files import write_result
 
     lines = ["# A late rating through fitted Q evaluation, with and without a Monte Carlo baseline", "",
              f"`{' '.join(['.venv/bin/python', 'studies/fqe_baseline_travel.py', *(argv or sys.argv[1:])])}` "
@@ -57,6 +56,7 @@ def main(argv: list[str] | None = None) -> int:
              "The target's mean Q at the deciding first turn (truth 1.0, the logs' mean 0.5); hidden 32, "
              "history, extremes and attention on, seed 0.", "",
              "| agent turns a dialogue | epochs | `baseline: none` | `baseline: returns` | `baseline: state` |", "|---|---|---|---|---|"]
+    payload = {}
     for length in args.lengths:
         turns, rewards = problem(length)
         first = torch.arange(len(rewards)) * length
@@ -66,10 +66,9 @@ def main(argv: list[str] | None = None) -> int:
                 cfg = FqeConfig(hidden=32, epochs=epochs, history=True, history_extremes=True, history_attention=True,
                                 baseline=baseline)
                 cells.append(f"{float(fit_turn_q(turns, rewards, cfg, seed=0).target[first, 0].mean()):.3f}")
+            payload[f"{length}_turns_{epochs}_epochs"] = dict(zip(("none", "returns", "state"), map(float, cells)))
             lines.append(f"| {length} | {epochs} | {' | '.join(cells)} |")
-            print(lines[-1], flush=True)
-    OUT.write_text("\n".join(lines) + "\n")
-    print(f"wrote {OUT}")
+    write_result("fqe_baseline_travel", lines, payload)
     return 0
 
 
